@@ -1,0 +1,284 @@
+//! Helpers shared by smalloc's tests and benchmarks.
+//!
+//! * [`Rng`]: a small deterministic pseudo-random generator (SplitMix64), so
+//!   every run with the same seed does the same operations.
+//! * [`fill`] / [`check`]: write and verify a fill pattern derived from a tag
+//!   and the byte offset, so a block overwritten by anything else is caught.
+//! * [`Shadow`]: a shadow model of live blocks for random operation
+//!   sequences: it remembers every live block's address, size, alignment and
+//!   tag, verifies contents, alignment and non-overlap.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::collections::BTreeMap;
+
+/// SplitMix64: tiny, fast, statistically fine for workload generation.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator with the given seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// A size drawn log-uniformly from `lo..=hi`: every power-of-two band
+    /// gets about the same number of draws.
+    pub fn log_size(&mut self, lo: usize, hi: usize) -> usize {
+        let lo_bits = usize::BITS - lo.max(1).leading_zeros() - 1;
+        let hi_bits = usize::BITS - hi.leading_zeros() - 1;
+        let bits = self.range(lo_bits as u64, hi_bits as u64) as u32;
+        let band_lo = (1usize << bits).max(lo);
+        let band_hi = ((1usize << bits) * 2 - 1).min(hi);
+        self.range(band_lo as u64, band_hi as u64) as usize
+    }
+
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+}
+
+/// The pattern byte at `offset` of a block tagged `tag`.
+#[inline]
+pub fn pattern(tag: u64, offset: usize) -> u8 {
+    let x = tag
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(offset as u64 / 8);
+    (x ^ (x >> 29) ^ (offset as u64 & 7)) as u8
+}
+
+/// Fills `len` bytes at `p` with the pattern of `tag`.
+///
+/// # Safety
+/// `p..p+len` is writable memory owned by the caller.
+pub unsafe fn fill(p: *mut u8, len: usize, tag: u64) {
+    // SAFETY: per the contract.
+    let s = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    for (i, b) in s.iter_mut().enumerate() {
+        *b = pattern(tag, i);
+    }
+}
+
+/// Fills only a sample of the block (first and last 64 bytes and one byte
+/// per 4 KiB page): cheap enough for huge blocks, still catches overlap.
+///
+/// # Safety
+/// As for [`fill`].
+pub unsafe fn fill_sparse(p: *mut u8, len: usize, tag: u64) {
+    for i in sample_offsets(len) {
+        // SAFETY: `i < len`.
+        unsafe { *p.add(i) = pattern(tag, i) };
+    }
+}
+
+/// Checks a [`fill_sparse`] pattern; returns the first bad offset.
+///
+/// # Safety
+/// `p..p+len` is readable.
+pub unsafe fn check_sparse(p: *const u8, len: usize, tag: u64) -> Result<(), usize> {
+    for i in sample_offsets(len) {
+        // SAFETY: `i < len`.
+        if unsafe { *p.add(i) } != pattern(tag, i) {
+            return Err(i);
+        }
+    }
+    Ok(())
+}
+
+fn sample_offsets(len: usize) -> impl Iterator<Item = usize> {
+    let head = 0..len.min(64);
+    let tail = len.saturating_sub(64).max(len.min(64))..len;
+    let pages = (4096..len.saturating_sub(64)).step_by(4096);
+    head.chain(pages).chain(tail)
+}
+
+/// Checks the pattern of `tag` over `len` bytes at `p`; returns the first
+/// bad offset.
+///
+/// # Safety
+/// `p..p+len` is readable memory.
+pub unsafe fn check(p: *const u8, len: usize, tag: u64) -> Result<(), usize> {
+    // SAFETY: per the contract.
+    let s = unsafe { std::slice::from_raw_parts(p, len) };
+    match s.iter().enumerate().find(|&(i, &b)| b != pattern(tag, i)) {
+        Some((i, _)) => Err(i),
+        None => Ok(()),
+    }
+}
+
+/// Whether `len` bytes at `p` are all zero.
+///
+/// # Safety
+/// `p..p+len` is readable memory.
+pub unsafe fn is_zero(p: *const u8, len: usize) -> bool {
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts(p, len) }
+        .iter()
+        .all(|&b| b == 0)
+}
+
+/// A live block as the shadow model knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Start address.
+    pub addr: usize,
+    /// Size in bytes as requested.
+    pub size: usize,
+    /// Alignment as requested.
+    pub align: usize,
+    /// Tag of its fill pattern.
+    pub tag: u64,
+}
+
+/// Shadow model of the live blocks of a random operation sequence.
+#[derive(Default, Debug)]
+pub struct Shadow {
+    by_addr: BTreeMap<usize, Block>,
+    order: Vec<usize>,
+}
+
+impl Shadow {
+    /// An empty model.
+    pub fn new() -> Shadow {
+        Shadow::default()
+    }
+
+    /// Number of live blocks.
+    pub fn len(&self) -> usize {
+        self.by_addr.len()
+    }
+
+    /// Whether no block is live.
+    pub fn is_empty(&self) -> bool {
+        self.by_addr.is_empty()
+    }
+
+    /// Records a new live block; panics if it is misaligned or overlaps a
+    /// live block (a slot handed out twice).
+    pub fn insert(&mut self, b: Block) {
+        assert_eq!(b.addr % b.align, 0, "block {b:x?} misaligned");
+        let end = b.addr + b.size.max(1);
+        if let Some((_, prev)) = self.by_addr.range(..=b.addr).next_back() {
+            assert!(
+                prev.addr + prev.size.max(1) <= b.addr,
+                "block {b:x?} overlaps live block {prev:x?}"
+            );
+        }
+        if let Some((_, next)) = self.by_addr.range(b.addr + 1..).next() {
+            assert!(end <= next.addr, "block {b:x?} overlaps live block {next:x?}");
+        }
+        self.by_addr.insert(b.addr, b);
+        self.order.push(b.addr);
+    }
+
+    /// Removes and returns a random live block (None if empty).
+    pub fn take_random(&mut self, rng: &mut Rng) -> Option<Block> {
+        while !self.order.is_empty() {
+            let i = rng.below(self.order.len() as u64) as usize;
+            let addr = self.order.swap_remove(i);
+            if let Some(b) = self.by_addr.remove(&addr) {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// Removes the block at `addr`.
+    pub fn remove(&mut self, addr: usize) -> Option<Block> {
+        self.by_addr.remove(&addr)
+    }
+
+    /// Every live block.
+    pub fn blocks(&self) -> impl Iterator<Item = &Block> {
+        self.by_addr.values()
+    }
+
+    /// Removes every block, returning them.
+    pub fn drain(&mut self) -> Vec<Block> {
+        self.order.clear();
+        std::mem::take(&mut self.by_addr).into_values().collect()
+    }
+}
+
+/// Resident set size of this process in bytes (from /proc/self/statm).
+pub fn rss_bytes() -> usize {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rng_is_deterministic() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7);
+        for _ in 0..100 {
+            assert_eq!(a.next_u64(), b.next_u64());
+        }
+    }
+
+    #[test]
+    fn log_size_stays_in_range() {
+        let mut r = Rng::new(1);
+        for _ in 0..10_000 {
+            let s = r.log_size(3, 5000);
+            assert!((3..=5000).contains(&s));
+        }
+    }
+
+    #[test]
+    fn check_catches_a_changed_byte() {
+        let mut v = vec![0u8; 300];
+        unsafe { fill(v.as_mut_ptr(), 300, 5) };
+        assert_eq!(unsafe { check(v.as_ptr(), 300, 5) }, Ok(()));
+        v[177] ^= 1;
+        assert_eq!(unsafe { check(v.as_ptr(), 300, 5) }, Err(177));
+        assert!(unsafe { check(v.as_ptr(), 300, 6) }.is_err());
+    }
+
+    #[test]
+    fn shadow_catches_overlap() {
+        let mut s = Shadow::new();
+        s.insert(Block { addr: 100, size: 10, align: 1, tag: 0 });
+        s.insert(Block { addr: 110, size: 10, align: 2, tag: 0 });
+        let r = std::panic::catch_unwind(move || {
+            s.insert(Block { addr: 105, size: 1, align: 1, tag: 0 })
+        });
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn sparse_sample_covers_ends() {
+        let mut v = vec![0u8; 10_000];
+        unsafe { fill_sparse(v.as_mut_ptr(), v.len(), 9) };
+        assert!(unsafe { check_sparse(v.as_ptr(), v.len(), 9) }.is_ok());
+        v[9_999] ^= 0xff;
+        assert_eq!(unsafe { check_sparse(v.as_ptr(), v.len(), 9) }, Err(9_999));
+    }
+}

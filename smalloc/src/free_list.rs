@@ -1,0 +1,162 @@
+//! The lock-free free list of one (slab, size class): pop and push on its flh.
+//!
+//! # The flh word
+//!
+//! ```text
+//!  63                 32  31  30                      0
+//! +---------------------+----+-------------------------+
+//! |    push counter     |used|   head slot number      |
+//! +---------------------+----+-------------------------+
+//! ```
+//!
+//! * `head slot number`: the first free slot of the list.
+//! * `used` clear: the head is the first slot of the *never-used tail*: it and
+//!   every slot after it have never been handed out, so nothing was ever
+//!   written into them, and the slot after the head is simply `head + 1`.
+//!   A head equal to the number of slots with `used` clear means "empty".
+//! * `used` set: the head slot was freed at least once; its first four bytes
+//!   hold its *link*: the low 32 bits the flh had when the slot was pushed
+//!   (the next slot number and that slot's own `used` flag).
+//! * `push counter`: incremented by every push, so a pop that read a stale
+//!   head fails its compare-and-swap even if the same slot number is back at
+//!   the head (the ABA problem).
+//!
+//! A word of all zeros is therefore a list holding every slot of the region,
+//! in order: nothing is initialized up front (zero-is-initialization), and a
+//! never-used slot is never read, so handing it out does not touch its memory.
+//!
+//! The operations are generic over the flh cell and the link storage so the
+//! very same functions run in the allocator and under loom.
+
+use core::sync::atomic::Ordering;
+
+/// Mask of the head slot number in the flh word and in a link.
+pub const HEAD_MASK: u32 = 0x7fff_ffff;
+/// The `used` flag in the flh word and in a link.
+pub const USED: u32 = 0x8000_0000;
+/// One increment of the push counter.
+pub const COUNTER_ONE: u64 = 1 << 32;
+/// Mask of the push counter in the flh word.
+pub const COUNTER_MASK: u64 = !0xffff_ffff;
+
+/// A 64-bit atomic cell holding an flh.
+pub trait FlhCell {
+    /// Atomic load.
+    fn load(&self, order: Ordering) -> u64;
+    /// Atomic strong compare-and-swap.
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64>;
+}
+
+impl FlhCell for core::sync::atomic::AtomicU64 {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> u64 {
+        core::sync::atomic::AtomicU64::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        core::sync::atomic::AtomicU64::compare_exchange(self, current, new, success, failure)
+    }
+}
+
+/// Where the links of free slots are stored: the first four bytes of each
+/// slot in the allocator, an array in model-checking tests.
+pub trait LinkStore {
+    /// Reads the link of `slot`.
+    ///
+    /// # Safety
+    /// `slot` is a slot number of this store. The slot may meanwhile belong
+    /// to someone else (a stale read); the value is then garbage and the
+    /// caller's compare-and-swap fails.
+    unsafe fn load_link(&self, slot: u32) -> u32;
+    /// Writes the link of `slot`.
+    ///
+    /// # Safety
+    /// The caller owns `slot` (it is being freed).
+    unsafe fn store_link(&self, slot: u32, link: u32);
+}
+
+/// Result of one pop attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pop {
+    /// Got `slot`; `fresh` says it was never handed out before, so its
+    /// memory was never written since the reservation.
+    Slot {
+        /// The slot number taken.
+        slot: u32,
+        /// Whether the slot was never handed out before.
+        fresh: bool,
+    },
+    /// The list holds no slot.
+    Empty,
+    /// Another thread changed the flh between our load and our
+    /// compare-and-swap; the list may well still hold slots.
+    Collision,
+}
+
+/// Tries once to take the first free slot of the list. `num_slots` is the
+/// number of slots of the region.
+#[inline(always)]
+pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_slots: u32) -> Pop {
+    // Acquire: if the head was pushed, its link was stored before the
+    // pusher's Release compare-and-swap that we read from here.
+    let old = flh.load(Ordering::Acquire);
+    let low = old as u32;
+    let head = low & HEAD_MASK;
+    let fresh = low & USED == 0;
+    let next = if fresh {
+        if head >= num_slots {
+            return Pop::Empty;
+        }
+        // The never-used tail continues with the next slot, still unused.
+        head + 1
+    } else {
+        // SAFETY: `head` is a slot number of this region (pushes only store
+        // slot numbers of the region); a stale read is caught by the CAS.
+        unsafe { links.load_link(head) }
+    };
+    let new = (old & COUNTER_MASK) | next as u64;
+    // Success Acquire: the slot's previous owner released it with the push
+    // whose value (or a later read-modify-write of it, all of which continue
+    // its release sequence) we replace, so its writes happen-before ours.
+    // Failure Relaxed: we discard the value.
+    match flh.compare_exchange(old, new, Ordering::Acquire, Ordering::Relaxed) {
+        Ok(_) => Pop::Slot { slot: head, fresh },
+        Err(_) => Pop::Collision,
+    }
+}
+
+/// Puts `slot` at the head of the list. Never fails: retries until its
+/// compare-and-swap succeeds.
+///
+/// # Safety
+/// The caller owns `slot`, which belongs to this list's region.
+#[inline(always)]
+pub unsafe fn push<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, slot: u32) {
+    debug_assert!(slot <= HEAD_MASK);
+    // Relaxed: we never read through the old head, we only copy its value.
+    let mut old = flh.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: the caller owns `slot`.
+        unsafe { links.store_link(slot, old as u32) };
+        let new = ((old & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | (USED | slot) as u64;
+        // Success Release: the link just stored, and every write the owner
+        // made to the slot, become visible to the pop that takes it.
+        // Failure Relaxed: as for the first load.
+        match flh.compare_exchange(old, new, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(current) => old = current,
+        }
+    }
+}

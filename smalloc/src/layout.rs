@@ -1,0 +1,164 @@
+//! The address layout: every fact about a slot is a bit field of its address.
+//!
+//! ```text
+//!  63        43 42   39 38      34 33                              0
+//! +------------+-------+----------+---------------------------------+
+//! |    base    | slab  |   size   |   slot number   |    offset     |
+//! | (aligned)  | 4 bits|  class   | (33 - sc bits)  |   (sc bits)   |
+//! |            |       |  5 bits  |                 |               |
+//! +------------+-------+----------+---------------------------------+
+//! ```
+//!
+//! * The reservation is `2^TOTAL_BITS` bytes, aligned to its own size, so `base`
+//!   has zeros in every bit below `TOTAL_BITS`.
+//! * Each (slab, size class) pair owns a region of `2^REGION_BITS` bytes.
+//! * A slot of size class `sc` is `2^sc` bytes and `2^sc`-aligned.
+//! * The region of size class 0 in each slab holds no slots (no size class
+//!   below [`MIN_SC`] exists); its first bytes hold that slab's free-list heads
+//!   (flhs), one per size class, each on its own 64-byte cache line.
+//!
+//! Under Miri the geometry shrinks (a terabyte reservation is not possible
+//! there) but every formula stays the same.
+
+/// Number of address bits of one (slab, size class) region.
+#[cfg(not(miri))]
+pub const REGION_BITS: u32 = 34;
+/// Number of address bits of one (slab, size class) region.
+#[cfg(miri)]
+pub const REGION_BITS: u32 = 18;
+
+/// Largest size class: slots of `2^MAX_SC` bytes (2 GiB).
+#[cfg(not(miri))]
+pub const MAX_SC: u32 = 31;
+/// Largest size class under Miri.
+#[cfg(miri)]
+pub const MAX_SC: u32 = 15;
+
+/// Smallest size class: 4-byte slots, just large enough for a free-list link.
+pub const MIN_SC: u32 = 2;
+
+/// Width of the size class field.
+pub const SC_BITS: u32 = 5;
+/// Width of the slab field.
+pub const SLAB_BITS: u32 = 4;
+/// Number of slabs per size class.
+pub const NUM_SLABS: usize = 1 << SLAB_BITS;
+/// Number of size class codes (0 and 1 are never used for slots).
+pub const NUM_SCS: usize = 1 << SC_BITS;
+
+/// Bit position of the size class field.
+pub const SC_SHIFT: u32 = REGION_BITS;
+/// Bit position of the slab field.
+pub const SLAB_SHIFT: u32 = REGION_BITS + SC_BITS;
+/// Bits covered by the whole reservation.
+pub const TOTAL_BITS: u32 = SLAB_SHIFT + SLAB_BITS;
+/// Size of the whole reservation in bytes (8 TiB).
+pub const TOTAL_SIZE: usize = 1 << TOTAL_BITS;
+
+/// Largest slot size in bytes.
+pub const MAX_SLOT_SIZE: usize = 1 << MAX_SC;
+
+/// Slot numbers of any size class fit in this many bits, so that a slot
+/// number, the "used" flag and the end-of-list value all fit in a `u32` link.
+pub const MAX_SLOT_NUM_BITS: u32 = 30;
+
+/// Distance between two flhs of one slab: one cache line each.
+pub const FLH_STRIDE_SHIFT: u32 = 6;
+
+const _: () = assert!(MAX_SC < REGION_BITS, "a region must hold at least two slots");
+const _: () = assert!(MAX_SC < NUM_SCS as u32);
+const _: () = assert!((NUM_SCS << FLH_STRIDE_SHIFT) <= (1 << REGION_BITS));
+const _: () = assert!(TOTAL_BITS < usize::BITS);
+
+/// Number of slots of size class `sc` in one slab.
+#[inline(always)]
+pub const fn num_slots(sc: u32) -> u32 {
+    debug_assert!(sc >= MIN_SC && sc <= MAX_SC);
+    let bits = REGION_BITS - sc;
+    let bits = if bits > MAX_SLOT_NUM_BITS {
+        MAX_SLOT_NUM_BITS
+    } else {
+        bits
+    };
+    1 << bits
+}
+
+/// Smallest size class whose slots hold `size` bytes aligned to `align`.
+/// May exceed [`MAX_SC`]; the caller checks. `align` must be a power of two.
+#[inline(always)]
+pub const fn size_class(size: usize, align: usize) -> u32 {
+    debug_assert!(align.is_power_of_two());
+    // ceil(log2(x)) is the bit length of x - 1; the bit length of an OR is
+    // the largest bit length of its operands, so this is
+    // max(ceil_log2(size), log2(align), MIN_SC) in one OR chain.
+    let x = size.wrapping_sub(1) | (align - 1) | ((1 << MIN_SC) - 1);
+    // size == 0 wraps to usize::MAX: a request for nothing of an enormous
+    // class. Callers never pass size 0 (GlobalAlloc forbids it; the C ABI
+    // maps malloc(0) to 1).
+    usize::BITS - x.leading_zeros()
+}
+
+/// Offset of the region of (slab, size class) from the reservation base.
+#[inline(always)]
+pub const fn region_offset(slab: usize, sc: u32) -> usize {
+    (slab << SLAB_SHIFT) | ((sc as usize) << SC_SHIFT)
+}
+
+/// Address of the flh of (slab, size class).
+#[inline(always)]
+pub const fn flh_addr(base: usize, slab: usize, sc: u32) -> usize {
+    base | (slab << SLAB_SHIFT) | ((sc as usize) << FLH_STRIDE_SHIFT)
+}
+
+/// Address of slot `slot` of (slab, size class).
+#[inline(always)]
+pub const fn slot_addr(base: usize, slab: usize, sc: u32, slot: u32) -> usize {
+    base | region_offset(slab, sc) | ((slot as usize) << sc)
+}
+
+/// Size class of the slot holding address `addr`.
+#[inline(always)]
+pub const fn sc_of(addr: usize) -> u32 {
+    ((addr >> SC_SHIFT) & (NUM_SCS - 1)) as u32
+}
+
+/// Slab of the slot holding address `addr`.
+#[inline(always)]
+pub const fn slab_of(addr: usize) -> usize {
+    (addr >> SLAB_SHIFT) & (NUM_SLABS - 1)
+}
+
+/// Slot number of the slot holding address `addr`, given its size class.
+#[inline(always)]
+pub const fn slot_of(addr: usize, sc: u32) -> u32 {
+    ((addr & ((1 << REGION_BITS) - 1)) >> sc) as u32
+}
+
+/// Address of the flh governing the slot that holds `addr`, from the
+/// address alone: keep base and slab, replace the rest by the flh offset.
+#[inline(always)]
+pub const fn flh_addr_of(addr: usize) -> usize {
+    (addr & !((1 << SLAB_SHIFT) - 1)) | ((sc_of(addr) as usize) << FLH_STRIDE_SHIFT)
+}
+
+/// Base of the reservation holding `addr`.
+#[inline(always)]
+pub const fn base_of(addr: usize) -> usize {
+    addr & !(TOTAL_SIZE - 1)
+}
+
+/// Size class the "growers" policy moves a reallocation to when it needs a
+/// slot of at least size class `sc`: the smallest of 64 B, 128 B, 4 KiB,
+/// 16 KiB, 64 KiB, 256 KiB and 2 MiB that fits, else `sc` itself.
+#[inline]
+pub const fn grower_sc(sc: u32) -> u32 {
+    const GROWERS: [u32; 7] = [6, 7, 12, 14, 16, 18, 21];
+    let mut i = 0;
+    while i < GROWERS.len() {
+        if GROWERS[i] >= sc && GROWERS[i] <= MAX_SC {
+            return GROWERS[i];
+        }
+        i += 1;
+    }
+    sc
+}

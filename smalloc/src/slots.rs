@@ -1,0 +1,170 @@
+//! Handing out and taking back slots: the allocator's hot paths, with
+//! failover across slabs and size classes.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::free_list::{self, LinkStore, Pop};
+use crate::layout::{self, MAX_SC, NUM_SLABS, REGION_BITS};
+use crate::{region, sys, thread_slab};
+
+/// The links of the free slots of one region live in the slots' first four
+/// bytes.
+struct SlotLinks {
+    /// Address of the region's first slot.
+    region: usize,
+    /// Its size class.
+    sc: u32,
+}
+
+impl SlotLinks {
+    #[inline(always)]
+    fn link(&self, slot: u32) -> &AtomicU32 {
+        let addr = self.region | ((slot as usize) << self.sc);
+        // SAFETY: the address lies inside the reservation (slot numbers are
+        // below `num_slots`, which keeps them inside the region), is 4-byte
+        // aligned (slots are at least 4 bytes and naturally aligned) and the
+        // mapping is never unmapped. Every access to a link is atomic.
+        unsafe { &*sys::ptr_at::<AtomicU32>(addr) }
+    }
+}
+
+impl LinkStore for SlotLinks {
+    #[inline(always)]
+    unsafe fn load_link(&self, slot: u32) -> u32 {
+        // Relaxed: ordered by the flh's Acquire/Release (see free_list).
+        self.link(slot).load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    unsafe fn store_link(&self, slot: u32, link: u32) {
+        // Relaxed: published by the push's Release compare-and-swap.
+        self.link(slot).store(link, Ordering::Relaxed)
+    }
+}
+
+/// The flh at `addr`.
+#[inline(always)]
+fn flh(addr: usize) -> &'static AtomicU64 {
+    // SAFETY: flh addresses lie in the never-unmapped reservation, in the
+    // size-class-0 region that holds no slots, 8-byte aligned; every access
+    // is atomic.
+    unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
+}
+
+/// One pop attempt on (slab, size class).
+#[inline(always)]
+fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
+    let links = SlotLinks {
+        region: base | layout::region_offset(slab, sc),
+        sc,
+    };
+    free_list::pop(
+        flh(layout::flh_addr(base, slab, sc)),
+        &links,
+        layout::num_slots(sc),
+    )
+}
+
+/// Takes a slot of size class `sc` (or larger, when every slab of `sc` is
+/// empty). Returns null when no slot is left or the reservation failed; the
+/// flag says the slot was never handed out before (its memory is zero).
+#[inline(always)]
+pub fn alloc(sc: u32) -> (*mut u8, bool) {
+    debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
+    let base = region::base_raw();
+    if !region::is_ready(base) {
+        return alloc_first(sc);
+    }
+    let slab = thread_slab::current();
+    match try_pop(base, slab, sc) {
+        Pop::Slot { slot, fresh } => (
+            sys::ptr_at(layout::slot_addr(base, slab, sc, slot)),
+            fresh,
+        ),
+        _ => alloc_failover(base, slab, sc),
+    }
+}
+
+/// The very first allocation (of the process, or after a failed
+/// reservation): reserve, then allocate.
+#[cold]
+#[inline(never)]
+fn alloc_first(sc: u32) -> (*mut u8, bool) {
+    match region::init() {
+        Some(base) => alloc_failover(base, thread_slab::current(), sc),
+        None => (core::ptr::null_mut(), false),
+    }
+}
+
+/// The thread's slab was empty or contended: try the other slabs, then the
+/// larger size classes, and remember where we succeeded.
+#[cold]
+#[inline(never)]
+fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    // On the first pass over `sc`, try the thread's own slab last: it just
+    // failed.
+    let mut first = slab + 1;
+    for sc in sc..=MAX_SC {
+        loop {
+            let mut collided = false;
+            for i in 0..NUM_SLABS {
+                let s = (first + i) % NUM_SLABS;
+                match try_pop(base, s, sc) {
+                    Pop::Slot { slot, fresh } => {
+                        if s != slab {
+                            thread_slab::set(s);
+                        }
+                        return (sys::ptr_at(layout::slot_addr(base, s, sc, slot)), fresh);
+                    }
+                    Pop::Empty => {}
+                    Pop::Collision => collided = true,
+                }
+            }
+            // A slab that collided may still hold slots: another round. Each
+            // collision means another thread's operation succeeded, so this
+            // terminates (lock-free).
+            if !collided {
+                break;
+            }
+            first = slab;
+        }
+        first = slab;
+    }
+    (core::ptr::null_mut(), false)
+}
+
+/// Returns the slot at `p` to its free list.
+///
+/// # Safety
+/// `p` is the start of a slot handed out by [`alloc`] and not freed since.
+#[inline(always)]
+pub unsafe fn dealloc(p: *mut u8) {
+    let addr = p.addr();
+    let sc = layout::sc_of(addr);
+    debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc), "not a slot: {addr:#x}");
+    debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    let links = SlotLinks {
+        region: addr & !((1 << REGION_BITS) - 1),
+        sc,
+    };
+    // SAFETY: the caller owns the slot, which belongs to this flh's region.
+    unsafe {
+        free_list::push(
+            flh(layout::flh_addr_of(addr)),
+            &links,
+            layout::slot_of(addr, sc),
+        )
+    };
+}
+
+/// Size in bytes of the slot holding `p`.
+#[inline(always)]
+pub fn slot_size(p: *const u8) -> usize {
+    1 << layout::sc_of(p.addr())
+}
+
+/// Whether `p` lies in the reservation (is a slot of this allocator).
+#[inline(always)]
+pub fn contains(p: *const u8) -> bool {
+    let base = region::base_raw();
+    region::is_ready(base) && layout::base_of(p.addr()) == base
+}

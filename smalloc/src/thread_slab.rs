@@ -1,0 +1,143 @@
+//! Which slab the current thread allocates from.
+//!
+//! Each thread holds one 8-byte thread-local word: 0 until its first
+//! allocation, then `slab + 1`. The first allocation takes a thread number
+//! from a global counter and starts at slab `thread number % NUM_SLABS`;
+//! failover later moves the thread to another slab by storing a new value.
+//!
+//! # How the thread-local word is reached
+//!
+//! Stable Rust has no `#[thread_local]` and `no_std` has no `thread_local!`,
+//! so on x86-64 the word is declared in `.tbss` with `global_asm!` and read
+//! with the *initial-exec* TLS model: one load of its offset from the GOT
+//! (a constant the dynamic loader fills in once) and one `fs:`-relative load.
+//! In an executable the linker relaxes the first load to an immediate. A
+//! library using initial-exec TLS works under `LD_PRELOAD` and, within
+//! glibc's static TLS surplus, when dlopen'ed; it never calls
+//! `__tls_get_addr`. Other architectures fall back to a pthread key.
+//!
+//! The alternatives measured on this machine are in `docs/tls.md`.
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::layout::NUM_SLABS;
+
+/// Hands out thread numbers.
+static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// The current thread's slab.
+#[inline(always)]
+pub fn current() -> usize {
+    let v = tls::load();
+    if v == 0 { assign() } else { v - 1 }
+}
+
+/// Moves the current thread to `slab` for its next allocations.
+#[inline]
+pub fn set(slab: usize) {
+    debug_assert!(slab < NUM_SLABS);
+    tls::store(slab + 1);
+}
+
+/// First allocation of this thread: take a thread number.
+#[cold]
+#[inline(never)]
+fn assign() -> usize {
+    // Relaxed: only the uniqueness of the number matters; nothing is
+    // published through it.
+    let n = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let slab = n % NUM_SLABS;
+    tls::store(slab + 1);
+    slab
+}
+
+#[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls)))]
+mod tls {
+    core::arch::global_asm!(
+        ".pushsection .tbss,\"awT\",@nobits",
+        ".p2align 3",
+        ".globl __smalloc_thread_slab_v1",
+        ".hidden __smalloc_thread_slab_v1",
+        ".type __smalloc_thread_slab_v1,@object",
+        ".size __smalloc_thread_slab_v1,8",
+        "__smalloc_thread_slab_v1:",
+        ".zero 8",
+        ".popsection",
+    );
+
+    #[inline(always)]
+    pub fn load() -> usize {
+        let v: usize;
+        // SAFETY: initial-exec access to our own 8-byte .tbss word: the GOT
+        // entry holds its offset from the thread pointer, `fs:` is the thread
+        // pointer. Reads only that word.
+        unsafe {
+            core::arch::asm!(
+                "mov {v}, qword ptr [rip + __smalloc_thread_slab_v1@GOTTPOFF]",
+                "mov {v}, qword ptr fs:[{v}]",
+                v = out(reg) v,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        v
+    }
+
+    #[inline(always)]
+    pub fn store(v: usize) {
+        // SAFETY: as in `load`; writes only our own thread's word.
+        unsafe {
+            core::arch::asm!(
+                "mov {off}, qword ptr [rip + __smalloc_thread_slab_v1@GOTTPOFF]",
+                "mov qword ptr fs:[{off}], {v}",
+                off = out(reg) _,
+                v = in(reg) v,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+#[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls))]
+mod tls {
+    //! Portable fallback: a pthread key, created on first use.
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The key plus one; 0 while not created.
+    static KEY: AtomicUsize = AtomicUsize::new(0);
+
+    fn key() -> libc::pthread_key_t {
+        // Acquire/Release: the key value is the only data; they keep the
+        // creating thread's pthread state ordered before its use elsewhere.
+        let k = KEY.load(Ordering::Acquire);
+        if k != 0 {
+            return (k - 1) as libc::pthread_key_t;
+        }
+        let mut new: libc::pthread_key_t = 0;
+        // SAFETY: `new` is a valid out-pointer; no destructor.
+        let rc = unsafe { libc::pthread_key_create(&mut new, None) };
+        if rc != 0 {
+            // No key: every thread is treated as new (slab by thread number).
+            return libc::pthread_key_t::MAX;
+        }
+        match KEY.compare_exchange(0, new as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => new,
+            Err(winner) => {
+                // SAFETY: we created `new` and nobody else saw it.
+                unsafe { libc::pthread_key_delete(new) };
+                (winner - 1) as libc::pthread_key_t
+            }
+        }
+    }
+
+    pub fn load() -> usize {
+        // SAFETY: reading a key's value has no preconditions (an invalid key
+        // yields null).
+        unsafe { libc::pthread_getspecific(key()) }.addr()
+    }
+
+    pub fn store(v: usize) {
+        // SAFETY: storing an integer disguised as a pointer; never
+        // dereferenced.
+        unsafe { libc::pthread_setspecific(key(), core::ptr::without_provenance(v)) };
+    }
+}
