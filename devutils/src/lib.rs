@@ -79,7 +79,8 @@ pub unsafe fn fill(p: *mut u8, len: usize, tag: u64) {
 }
 
 /// Fills only a sample of the block (first and last 64 bytes and one byte
-/// per 4 KiB page): cheap enough for huge blocks, still catches overlap.
+/// in each of at most 64 pages spread over it): cheap in time and resident
+/// memory even for gigabyte blocks, still catches overlap.
 ///
 /// # Safety
 /// As for [`fill`].
@@ -107,7 +108,8 @@ pub unsafe fn check_sparse(p: *const u8, len: usize, tag: u64) -> Result<(), usi
 fn sample_offsets(len: usize) -> impl Iterator<Item = usize> {
     let head = 0..len.min(64);
     let tail = len.saturating_sub(64).max(len.min(64))..len;
-    let pages = (4096..len.saturating_sub(64)).step_by(4096);
+    let step = (len / 64).next_multiple_of(4096).max(4096);
+    let pages = (step..len.saturating_sub(64)).step_by(step);
     head.chain(pages).chain(tail)
 }
 

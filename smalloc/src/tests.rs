@@ -1,17 +1,216 @@
-//! Unit tests of the layout arithmetic and the free-list walk (each runs in
-//! its own process under nextest; these use the system allocator for the
-//! harness and call smalloc directly).
+//! Unit tests of the layout arithmetic and the free list. The harness uses
+//! the system allocator; these tests call smalloc directly. Under nextest
+//! each test runs in its own process, so smalloc's state starts fresh.
 
 use core::alloc::{GlobalAlloc, Layout};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::vec::Vec;
 
-use crate::Smalloc;
+use crate::free_list::{self, COUNTER_ONE, LinkStore, Pop, USED};
 use crate::layout::*;
+use crate::{Smalloc, region};
+
+/// A base address with the required alignment, for pure arithmetic.
+const FAKE_BASE: usize = 5 << TOTAL_BITS;
 
 #[test]
-fn smoke() {
+fn layout_round_trips_for_every_size_class_and_slab() {
+    for sc in MIN_SC..=MAX_SC {
+        let n = num_slots(sc);
+        for slab in 0..NUM_SLABS {
+            for slot in [0, 1, n / 2, n - 2, n - 1] {
+                let a = slot_addr(FAKE_BASE, slab, sc, slot);
+                assert_eq!(base_of(a), FAKE_BASE);
+                assert_eq!(sc_of(a), sc, "sc {sc} slab {slab} slot {slot}");
+                assert_eq!(slab_of(a), slab);
+                assert_eq!(slot_of(a, sc), slot);
+                assert_eq!(a % (1 << sc), 0, "slot not naturally aligned");
+                assert_eq!(flh_addr_of(a), flh_addr(FAKE_BASE, slab, sc));
+                // The last byte of the slot maps to the same slot.
+                let last = a + (1 << sc) - 1;
+                assert_eq!((sc_of(last), slab_of(last), slot_of(last, sc)), (sc, slab, slot));
+                assert_eq!(flh_addr_of(last), flh_addr(FAKE_BASE, slab, sc));
+            }
+            // The whole region stays inside its (slab, sc) field.
+            let end = slot_addr(FAKE_BASE, slab, sc, n - 1) + (1 << sc);
+            assert!(end <= FAKE_BASE + region_offset(slab, sc) + (1 << REGION_BITS));
+        }
+    }
+}
+
+#[test]
+fn flhs_live_where_no_slot_is() {
+    let lowest_slot = region_offset(0, MIN_SC);
+    for slab in 0..NUM_SLABS {
+        for sc in MIN_SC..=MAX_SC {
+            let f = flh_addr(FAKE_BASE, slab, sc) - FAKE_BASE;
+            // Inside the size-class-0 region of its slab, one cache line each.
+            assert_eq!(f >> SLAB_SHIFT, slab);
+            assert!(f & ((1 << SLAB_SHIFT) - 1) < lowest_slot);
+            assert_eq!(f % 64, 0);
+        }
+    }
+}
+
+#[test]
+fn size_class_of_sizes_and_alignments() {
+    let cases: &[(usize, usize, u32)] = &[
+        (1, 1, 2),
+        (4, 4, 2),
+        (5, 1, 3),
+        (8, 8, 3),
+        (9, 1, 4),
+        (16, 16, 4),
+        (17, 1, 5),
+        (1, 16, 4),
+        (1, 4096, 12),
+        (4097, 4096, 13),
+        (100, 1 << 20, 20),
+        (1 << 31, 1, 31),
+        ((1 << 31) + 1, 1, 32),
+        (1, 1 << 31, 31),
+        (1, 1 << 32, 32),
+        (usize::MAX / 2, 1, 63),
+    ];
+    for &(size, align, sc) in cases {
+        assert_eq!(size_class(size, align), sc, "size {size} align {align}");
+    }
+}
+
+#[test]
+fn slot_counts() {
+    assert_eq!(num_slots(2), 1 << 30);
+    assert_eq!(num_slots(4), 1 << 30);
+    assert_eq!(num_slots(5), 1 << 29);
+    assert_eq!(num_slots(31), 8);
+    assert_eq!(TOTAL_SIZE, 1 << 43);
+}
+
+#[test]
+fn growers() {
+    let want: &[(u32, u32)] = &[
+        (2, 6),
+        (6, 6),
+        (7, 7),
+        (8, 12),
+        (12, 12),
+        (13, 14),
+        (15, 16),
+        (17, 18),
+        (19, 21),
+        (21, 21),
+        (22, 22),
+        (31, 31),
+    ];
+    for &(sc, g) in want {
+        assert_eq!(grower_sc(sc), g, "sc {sc}");
+    }
+}
+
+/// Links in an array, for free-list tests without the reservation.
+struct ArrayLinks(Vec<AtomicU32>);
+
+impl ArrayLinks {
+    fn new(n: usize) -> Self {
+        ArrayLinks((0..n).map(|_| AtomicU32::new(0)).collect())
+    }
+}
+
+impl LinkStore for ArrayLinks {
+    unsafe fn load_link(&self, slot: u32) -> u32 {
+        self.0[slot as usize].load(Ordering::Relaxed)
+    }
+    unsafe fn store_link(&self, slot: u32, link: u32) {
+        self.0[slot as usize].store(link, Ordering::Relaxed)
+    }
+}
+
+#[test]
+fn zero_word_is_a_full_list_in_order() {
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(5);
+    for i in 0..5 {
+        assert_eq!(free_list::pop(&flh, &links, 5), Pop::Slot { slot: i, fresh: true });
+    }
+    assert_eq!(free_list::pop(&flh, &links, 5), Pop::Empty);
+    // Nothing was written into the never-used slots.
+    assert!(links.0.iter().all(|l| l.load(Ordering::Relaxed) == 0));
+}
+
+#[test]
+fn push_then_pop_is_lifo_and_mixes_with_the_fresh_tail() {
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(4);
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 0, fresh: true });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 1, fresh: true });
+    unsafe {
+        free_list::push(&flh, &links, 0);
+        free_list::push(&flh, &links, 1);
+    }
+    assert_eq!(flh.load(Ordering::Relaxed) >> 32, 2, "two pushes, counter 2");
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 1, fresh: false });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 0, fresh: false });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 2, fresh: true });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 3, fresh: true });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
+    unsafe { free_list::push(&flh, &links, 2) };
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 2, fresh: false });
+    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
+}
+
+#[test]
+fn stale_head_after_aba_fails_its_cas() {
+    // Replay the ABA sequence by hand: a popper reads head A, then others
+    // pop A, pop B and push A back. The stale popper's CAS must fail.
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(8);
+    let stale = flh.load(Ordering::Acquire);
+    assert_eq!(stale as u32 & USED, 0);
+    assert!(matches!(free_list::pop(&flh, &links, 8), Pop::Slot { slot: 0, .. }));
+    assert!(matches!(free_list::pop(&flh, &links, 8), Pop::Slot { slot: 1, .. }));
+    unsafe { free_list::push(&flh, &links, 0) };
+    let now = flh.load(Ordering::Relaxed);
+    assert_eq!(now as u32 & 0x7fff_ffff, 0, "slot 0 is the head again");
+    assert_eq!(now & !0xffff_ffff, COUNTER_ONE, "but the push counter moved");
+    let stale_new = stale & !0xffff_ffff | 1;
+    assert!(
+        flh.compare_exchange(stale, stale_new, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+    );
+}
+
+#[test]
+fn fresh_slab_yields_slots_in_order() {
     let a = Smalloc::new();
-    let l = Layout::from_size_align(24, 8).unwrap();
-    let p = unsafe { a.alloc(l) };
-    assert!(!p.is_null());
-    unsafe { a.dealloc(p, l) };
+    let l = Layout::from_size_align(48, 8).unwrap(); // size class 6
+    let ps: Vec<usize> = (0..100).map(|_| unsafe { a.alloc(l) }.addr()).collect();
+    let base = region::base_raw();
+    assert!(region::is_ready(base));
+    let slab = slab_of(ps[0]);
+    for (i, &p) in ps.iter().enumerate() {
+        assert_eq!(p, slot_addr(base, slab, 6, i as u32), "allocation {i}");
+    }
+    // Freed slots come back last-in first-out.
+    unsafe {
+        a.dealloc(ps[10] as *mut u8, l);
+        a.dealloc(ps[20] as *mut u8, l);
+    }
+    assert_eq!(unsafe { a.alloc(l) }.addr(), ps[20]);
+    assert_eq!(unsafe { a.alloc(l) }.addr(), ps[10]);
+    assert_eq!(unsafe { a.alloc(l) }.addr(), slot_addr(base, slab, 6, 100));
+}
+
+#[test]
+fn smallest_slots_pack_tightly() {
+    let a = Smalloc::new();
+    let l4 = Layout::from_size_align(4, 4).unwrap();
+    let l8 = Layout::from_size_align(8, 8).unwrap();
+    let p = unsafe { a.alloc(l4) }.addr();
+    let q = unsafe { a.alloc(l4) }.addr();
+    assert_eq!(q - p, 4);
+    let r = unsafe { a.alloc(l8) }.addr();
+    let s = unsafe { a.alloc(l8) }.addr();
+    assert_eq!(s - r, 8);
+    assert_eq!(sc_of(p), 2);
+    assert_eq!(sc_of(r), 3);
 }

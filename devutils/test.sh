@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README documents it. Installs what it needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash devutils/install-deps.sh
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "== installing cargo-nextest"
+    cargo install cargo-nextest --locked
+fi
+
+echo "== building the release artifacts the tests use (libsmalloc.so, libsmalloc.a)"
+cargo build --release -p smalloc-ffi
+
+echo "== tests (cargo nextest: each test in its own process)"
+cargo nextest run --workspace --no-fail-fast "$@"
