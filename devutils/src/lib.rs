@@ -186,7 +186,10 @@ impl Shadow {
             );
         }
         if let Some((_, next)) = self.by_addr.range(b.addr + 1..).next() {
-            assert!(end <= next.addr, "block {b:x?} overlaps live block {next:x?}");
+            assert!(
+                end <= next.addr,
+                "block {b:x?} overlaps live block {next:x?}"
+            );
         }
         self.by_addr.insert(b.addr, b);
         self.order.push(b.addr);
@@ -267,10 +270,25 @@ mod tests {
     #[test]
     fn shadow_catches_overlap() {
         let mut s = Shadow::new();
-        s.insert(Block { addr: 100, size: 10, align: 1, tag: 0 });
-        s.insert(Block { addr: 110, size: 10, align: 2, tag: 0 });
+        s.insert(Block {
+            addr: 100,
+            size: 10,
+            align: 1,
+            tag: 0,
+        });
+        s.insert(Block {
+            addr: 110,
+            size: 10,
+            align: 2,
+            tag: 0,
+        });
         let r = std::panic::catch_unwind(move || {
-            s.insert(Block { addr: 105, size: 1, align: 1, tag: 0 })
+            s.insert(Block {
+                addr: 105,
+                size: 1,
+                align: 1,
+                tag: 0,
+            })
         });
         assert!(r.is_err());
     }

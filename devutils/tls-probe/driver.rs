@@ -6,7 +6,10 @@
 //! `dlsym(RTLD_DEFAULT)`. Every loop is `extern "C" fn(u64) -> u64`.
 //!
 //! * `driver time ROUNDS N`: per round, every loop runs N accesses, in an
-//!   order rotated each round; prints ns/access median, quartiles, min, max.
+//!   order rotated each round; prints one raw row per loop and round:
+//!   `loop round ns_per_access`.
+//! * `driver summarize CG_TSV RAW_TSV...`: pools the raw rows of several
+//!   `time` runs (one per process) and prints the markdown table.
 //! * `driver count SYMBOL N`: runs one loop for N then 2N accesses (for
 //!   callgrind with `--dump-after=SYMBOL`: the two dumps differ by N).
 //! * `driver list`: the loops found.
@@ -125,8 +128,119 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (i - lo as f64)
 }
 
+/// `median [p25–p75]` of `v`, printed with `fmt`.
+fn spread(mut v: Vec<f64>, fmt: fn(f64) -> String) -> String {
+    v.sort_by(f64::total_cmp);
+    let q = |x| fmt(quantile(&v, x));
+    format!("{} [{}–{}]", q(0.5), q(0.25), q(0.75))
+}
+
+/// The loop a scheme is compared with: `base` (plain global) or `rs_ie`
+/// (smalloc's scheme), same place and operation.
+fn partner(name: &str, scheme: &str) -> String {
+    let p: Vec<&str> = name.split('_').collect();
+    match scheme {
+        "base" => format!("tp_{}_{}_base_{}", p[1], p[2], p[4]),
+        _ => format!("tp_{}_rs_ie_{}", p[1], p[4]),
+    }
+}
+
+fn time(loops: &[(String, Loop)], rounds: usize, n: u64) {
+    let mut sink = 0u64;
+    for (_, f) in loops {
+        sink = sink.wrapping_add(f(n));
+    }
+    let mut ns = vec![vec![0.0; rounds]; loops.len()];
+    for r in 0..rounds {
+        for k in 0..loops.len() {
+            let i = (k + r) % loops.len();
+            let t = Instant::now();
+            sink = sink.wrapping_add(std::hint::black_box(loops[i].1)(n));
+            ns[i][r] = t.elapsed().as_nanos() as f64 / n as f64;
+        }
+    }
+    println!("# rounds={rounds} n={n} sink={sink}");
+    for r in 0..rounds {
+        for (i, (name, _)) in loops.iter().enumerate() {
+            println!("{name}\t{r}\t{:.4}", ns[i][r]);
+        }
+    }
+}
+
+fn summarize(cg: &str, raws: &[String]) {
+    use std::collections::BTreeMap;
+    let ir: BTreeMap<String, f64> = std::fs::read_to_string(cg)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    // (process, loop) -> ns per round; loops in first-seen order.
+    let mut runs: Vec<BTreeMap<String, Vec<f64>>> = Vec::new();
+    let mut order: Vec<String> = Vec::new();
+    for path in raws {
+        let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for l in std::fs::read_to_string(path).unwrap().lines().filter(|l| !l.starts_with('#')) {
+            let f: Vec<&str> = l.split('\t').collect();
+            if !order.iter().any(|o| o == f[0]) {
+                order.push(f[0].to_string());
+            }
+            m.entry(f[0].to_string()).or_default().push(f[2].parse().unwrap());
+        }
+        runs.push(m);
+    }
+    // Per-round values pooled over processes: the loop itself, its
+    // difference from `base`, its ratio to `rs_ie` (same round, same process).
+    let pooled = |name: &str, g: &dyn Fn(f64, &str, usize, usize) -> Option<f64>| -> Vec<f64> {
+        let mut out = Vec::new();
+        for (p, m) in runs.iter().enumerate() {
+            for (r, &v) in m[name].iter().enumerate() {
+                out.extend(g(v, name, p, r));
+            }
+        }
+        out
+    };
+    let other = |p: usize, name: &str, r: usize| runs[p].get(name).map(|v| v[r]);
+    let f2 = |x: f64| format!("{x:.2}");
+    let s2 = |x: f64| format!("{x:+.2}");
+    println!("| loop | Ir/iter | ΔIr vs base | ns/iter median [p25–p75] | Δns vs base | × rs_ie | per-process medians |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for name in &order {
+        let b = partner(name, "base");
+        let e = partner(name, "ie");
+        let irs = ir.get(name).map_or("-".into(), |x| format!("{x:.0}"));
+        let dir = match (ir.get(name), ir.get(&b)) {
+            (Some(x), Some(y)) => format!("{:+.0}", x - y),
+            _ => "-".into(),
+        };
+        let all = pooled(name, &|v, _, _, _| Some(v));
+        let d = pooled(name, &|v, _, p, r| other(p, &b, r).map(|x| v - x));
+        let q = pooled(name, &|v, _, p, r| other(p, &e, r).map(|x| v / x));
+        let per: Vec<String> = runs
+            .iter()
+            .map(|m| {
+                let mut v = m[name].clone();
+                v.sort_by(f64::total_cmp);
+                f2(quantile(&v, 0.5))
+            })
+            .collect();
+        let qs = if q.is_empty() { "-".into() } else { spread(q, f2) };
+        println!(
+            "| {} | {irs} | {dir} | {} | {} | {qs} | {} |",
+            &name[3..],
+            spread(all, f2),
+            spread(d, s2),
+            per.join(" / ")
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("summarize") {
+        summarize(&args[2], &args[3..]);
+        return;
+    }
     let loops = all_loops();
     match args.get(1).map(String::as_str) {
         Some("list") => {
@@ -141,36 +255,7 @@ fn main() {
             let b = f(2 * n);
             println!("{sym} {a} {b}");
         }
-        Some("time") => {
-            let rounds: usize = args[2].parse().unwrap();
-            let n: u64 = args[3].parse().unwrap();
-            let mut ns: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); loops.len()];
-            let mut sink = 0u64;
-            for (_, f) in &loops {
-                sink = sink.wrapping_add(f(n));
-            }
-            for r in 0..rounds {
-                for k in 0..loops.len() {
-                    let i = (k + r) % loops.len();
-                    let t = Instant::now();
-                    sink = sink.wrapping_add(std::hint::black_box(loops[i].1)(n));
-                    ns[i].push(t.elapsed().as_nanos() as f64 / n as f64);
-                }
-            }
-            println!("# rounds={rounds} n={n} sink={sink}");
-            println!("loop\tmedian\tp25\tp75\tmin\tmax");
-            for ((name, _), v) in loops.iter().zip(ns.iter_mut()) {
-                v.sort_by(f64::total_cmp);
-                println!(
-                    "{name}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
-                    quantile(v, 0.5),
-                    quantile(v, 0.25),
-                    quantile(v, 0.75),
-                    v[0],
-                    v[v.len() - 1]
-                );
-            }
-        }
-        _ => eprintln!("usage: driver list | count SYMBOL N | time ROUNDS N"),
+        Some("time") => time(&loops, args[2].parse().unwrap(), args[3].parse().unwrap()),
+        _ => eprintln!("usage: driver list | count SYMBOL N | time ROUNDS N | summarize CG RAW..."),
     }
 }

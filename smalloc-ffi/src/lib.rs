@@ -1,18 +1,39 @@
-//! smalloc's C ABI. (Filled in by the C ABI issue; for now the prefixed
-//! malloc and free only.)
+//! smalloc as a C allocator.
+//!
+//! Built as `libsmalloc.so` (for `LD_PRELOAD`) and `libsmalloc.a` (for
+//! static linking). Both export:
+//!
+//! * the prefixed API declared in `include/smalloc.h` ([`prefixed`]):
+//!   `smalloc_malloc`, `smalloc_free`, ...;
+//! * the standard names (`malloc`, `free`, ..., [`interpose`]) and glibc's
+//!   `__libc_*` aliases, so the library replaces the C allocator of the
+//!   whole process;
+//! * the C++ `operator new`/`operator delete` family ([`cxx`]).
+//!
+//! Every entry point is a thin wrapper around one function of [`c_alloc`],
+//! which holds the C semantics (errno, `malloc(0)`, `realloc` edge cases,
+//! alignment rules). Slots come from the core crate's pointer-only API
+//! (`smalloc::raw`); requests above the largest slot are served by
+//! [`big`] mappings; pointers that belong to neither are *foreign* and go
+//! to the next allocator in the chain ([`next`]).
+//!
+//! Nothing reachable from an allocation entry point uses `std`: no
+//! allocation, no formatting, no panics. `std` is linked only because a
+//! `cdylib` built in the dev profile needs its panic runtime.
+#![cfg_attr(not(test), no_std)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
-use core::alloc::{GlobalAlloc, Layout};
+// The panic handler and unwinding runtime (see the crate documentation).
+extern crate std as _;
 
-use smalloc_core::Smalloc;
-
-static A: Smalloc = Smalloc::new();
-
-/// Allocates `size` bytes aligned to 16.
-#[unsafe(no_mangle)]
-pub extern "C" fn smalloc_malloc(size: usize) -> *mut u8 {
-    match Layout::from_size_align(size.max(1), 16) {
-        // SAFETY: the layout has a non-zero size.
-        Ok(l) => unsafe { A.alloc(l) },
-        Err(_) => core::ptr::null_mut(),
-    }
-}
+mod big;
+mod big_registry;
+mod c_alloc;
+mod cxx;
+mod errno;
+mod interpose;
+mod lifecycle;
+mod next;
+mod prefixed;
+mod report;

@@ -65,7 +65,10 @@ pub const MAX_SLOT_NUM_BITS: u32 = 30;
 /// Distance between two flhs of one slab: one cache line each.
 pub const FLH_STRIDE_SHIFT: u32 = 6;
 
-const _: () = assert!(MAX_SC < REGION_BITS, "a region must hold at least two slots");
+const _: () = assert!(
+    MAX_SC < REGION_BITS,
+    "a region must hold at least two slots"
+);
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
 const _: () = assert!((NUM_SCS << FLH_STRIDE_SHIFT) <= (1 << REGION_BITS));
 const _: () = assert!(TOTAL_BITS < usize::BITS);

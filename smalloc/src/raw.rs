@@ -51,3 +51,37 @@ pub fn slot_start(p: *const u8) -> *const u8 {
     let mask = slots::slot_size(p) - 1;
     p.wrapping_sub(p.addr() & mask)
 }
+
+/// Makes smalloc's reservation now if it does not exist yet (it is
+/// otherwise made lazily by the first allocation). False if the operating
+/// system refused it. A front end calls this from its load-time
+/// constructor so that a `fork` cannot catch another thread halfway
+/// through the lazy reservation.
+pub fn reserve() -> bool {
+    crate::region::init().is_some()
+}
+
+/// Base address of the reservation, or `None` before it exists. For
+/// diagnostics.
+pub fn region_base() -> Option<usize> {
+    let base = crate::region::base_raw();
+    crate::region::is_ready(base).then_some(base)
+}
+
+/// The current free-list head word of (slab, size class) (see
+/// [`free_list`](crate::free_list) for its format), or 0 before the
+/// reservation exists. For diagnostics: a list whose word is still 0 was
+/// never used.
+pub fn flh_word(slab: usize, sc: u32) -> u64 {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    debug_assert!(slab < crate::layout::NUM_SLABS && (MIN_SC..=MAX_SC).contains(&sc));
+    let Some(base) = region_base() else {
+        return 0;
+    };
+    let addr = crate::layout::flh_addr(base, slab, sc);
+    // SAFETY: flh addresses lie in the never-unmapped reservation, 8-byte
+    // aligned, and every access to them is atomic.
+    let flh = unsafe { &*crate::sys::ptr_at::<AtomicU64>(addr) };
+    // Relaxed: a diagnostic snapshot; nothing is read through it.
+    flh.load(Ordering::Relaxed)
+}

@@ -76,10 +76,7 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
     }
     let slab = thread_slab::current();
     match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => (
-            sys::ptr_at(layout::slot_addr(base, slab, sc, slot)),
-            fresh,
-        ),
+        Pop::Slot { slot, fresh } => (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh),
         _ => alloc_failover(base, slab, sc),
     }
 }
@@ -140,7 +137,10 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
 pub unsafe fn dealloc(p: *mut u8) {
     let addr = p.addr();
     let sc = layout::sc_of(addr);
-    debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc), "not a slot: {addr:#x}");
+    debug_assert!(
+        (layout::MIN_SC..=MAX_SC).contains(&sc),
+        "not a slot: {addr:#x}"
+    );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
     let links = SlotLinks {
         region: addr & !((1 << REGION_BITS) - 1),

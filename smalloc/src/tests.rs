@@ -28,7 +28,10 @@ fn layout_round_trips_for_every_size_class_and_slab() {
                 assert_eq!(flh_addr_of(a), flh_addr(FAKE_BASE, slab, sc));
                 // The last byte of the slot maps to the same slot.
                 let last = a + (1 << sc) - 1;
-                assert_eq!((sc_of(last), slab_of(last), slot_of(last, sc)), (sc, slab, slot));
+                assert_eq!(
+                    (sc_of(last), slab_of(last), slot_of(last, sc)),
+                    (sc, slab, slot)
+                );
                 assert_eq!(flh_addr_of(last), flh_addr(FAKE_BASE, slab, sc));
             }
             // The whole region stays inside its (slab, sc) field.
@@ -130,7 +133,13 @@ fn zero_word_is_a_full_list_in_order() {
     let flh = AtomicU64::new(0);
     let links = ArrayLinks::new(5);
     for i in 0..5 {
-        assert_eq!(free_list::pop(&flh, &links, 5), Pop::Slot { slot: i, fresh: true });
+        assert_eq!(
+            free_list::pop(&flh, &links, 5),
+            Pop::Slot {
+                slot: i,
+                fresh: true
+            }
+        );
     }
     assert_eq!(free_list::pop(&flh, &links, 5), Pop::Empty);
     // Nothing was written into the never-used slots.
@@ -141,20 +150,66 @@ fn zero_word_is_a_full_list_in_order() {
 fn push_then_pop_is_lifo_and_mixes_with_the_fresh_tail() {
     let flh = AtomicU64::new(0);
     let links = ArrayLinks::new(4);
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 0, fresh: true });
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 1, fresh: true });
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 0,
+            fresh: true
+        }
+    );
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 1,
+            fresh: true
+        }
+    );
     unsafe {
         free_list::push(&flh, &links, 0);
         free_list::push(&flh, &links, 1);
     }
-    assert_eq!(flh.load(Ordering::Relaxed) >> 32, 2, "two pushes, counter 2");
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 1, fresh: false });
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 0, fresh: false });
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 2, fresh: true });
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 3, fresh: true });
+    assert_eq!(
+        flh.load(Ordering::Relaxed) >> 32,
+        2,
+        "two pushes, counter 2"
+    );
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 1,
+            fresh: false
+        }
+    );
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 0,
+            fresh: false
+        }
+    );
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 2,
+            fresh: true
+        }
+    );
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 3,
+            fresh: true
+        }
+    );
     assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
     unsafe { free_list::push(&flh, &links, 2) };
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Slot { slot: 2, fresh: false });
+    assert_eq!(
+        free_list::pop(&flh, &links, 4),
+        Pop::Slot {
+            slot: 2,
+            fresh: false
+        }
+    );
     assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
 }
 
@@ -166,12 +221,22 @@ fn stale_head_after_aba_fails_its_cas() {
     let links = ArrayLinks::new(8);
     let stale = flh.load(Ordering::Acquire);
     assert_eq!(stale as u32 & USED, 0);
-    assert!(matches!(free_list::pop(&flh, &links, 8), Pop::Slot { slot: 0, .. }));
-    assert!(matches!(free_list::pop(&flh, &links, 8), Pop::Slot { slot: 1, .. }));
+    assert!(matches!(
+        free_list::pop(&flh, &links, 8),
+        Pop::Slot { slot: 0, .. }
+    ));
+    assert!(matches!(
+        free_list::pop(&flh, &links, 8),
+        Pop::Slot { slot: 1, .. }
+    ));
     unsafe { free_list::push(&flh, &links, 0) };
     let now = flh.load(Ordering::Relaxed);
     assert_eq!(now as u32 & 0x7fff_ffff, 0, "slot 0 is the head again");
-    assert_eq!(now & !0xffff_ffff, COUNTER_ONE, "but the push counter moved");
+    assert_eq!(
+        now & !0xffff_ffff,
+        COUNTER_ONE,
+        "but the push counter moved"
+    );
     let stale_new = stale & !0xffff_ffff | 1;
     assert!(
         flh.compare_exchange(stale, stale_new, Ordering::Acquire, Ordering::Relaxed)

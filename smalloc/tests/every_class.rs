@@ -78,7 +78,11 @@ fn realloc_keeps_contents_across_every_class() {
         }
         let q = unsafe { A.realloc(p, Layout::from_size_align(size, 1).unwrap(), new) };
         assert!(!q.is_null());
-        assert_eq!(unsafe { check_sparse(q, size.min(64), 7) }, Ok(()), "to {new}");
+        assert_eq!(
+            unsafe { check_sparse(q, size.min(64), 7) },
+            Ok(()),
+            "to {new}"
+        );
         unsafe { fill_sparse(q, new, 7) };
         p = q;
         size = new;

@@ -19,17 +19,17 @@ fn growth_jumps_to_the_grower_size_classes() {
     unsafe { fill(p, 10, 10) };
     // (new size, size class it must land in)
     let steps: &[(usize, u32)] = &[
-        (16, 4),        // still fits: in place
-        (40, 6),        // needs 64 B: grower 64 B
-        (100, 7),       // grower 128 B
-        (200, 12),      // needs 256 B: grower 4 KiB
-        (3000, 12),     // fits: in place
-        (5000, 14),     // grower 16 KiB
-        (20_000, 16),   // grower 64 KiB
-        (100_000, 18),  // grower 256 KiB
-        (300_000, 21),  // grower 2 MiB
+        (16, 4),       // still fits: in place
+        (40, 6),       // needs 64 B: grower 64 B
+        (100, 7),      // grower 128 B
+        (200, 12),     // needs 256 B: grower 4 KiB
+        (3000, 12),    // fits: in place
+        (5000, 14),    // grower 16 KiB
+        (20_000, 16),  // grower 64 KiB
+        (100_000, 18), // grower 256 KiB
+        (300_000, 21), // grower 2 MiB
         (2_000_000, 21),
-        (3 << 20, 22),  // past the growers: exact size class
+        (3 << 20, 22), // past the growers: exact size class
         (9 << 20, 24),
     ];
     let mut p = p;
@@ -41,7 +41,11 @@ fn growth_jumps_to_the_grower_size_classes() {
         if sc_of(p.addr()) == sc {
             assert_eq!(q, p, "{size} -> {new} fits the slot and must stay");
         }
-        assert_eq!(unsafe { check(q, size, size as u64) }, Ok(()), "{size} -> {new}");
+        assert_eq!(
+            unsafe { check(q, size, size as u64) },
+            Ok(()),
+            "{size} -> {new}"
+        );
         unsafe { fill(q, new, new as u64) };
         p = q;
         size = new;
@@ -58,7 +62,11 @@ fn growth_keeps_contents() {
         let new = size * 3 / 2 + 1;
         let q = unsafe { A.realloc(p, l(size), new) };
         assert!(!q.is_null());
-        assert_eq!(unsafe { check(q, size, size as u64) }, Ok(()), "{size} -> {new}");
+        assert_eq!(
+            unsafe { check(q, size, size as u64) },
+            Ok(()),
+            "{size} -> {new}"
+        );
         unsafe { fill(q, new, new as u64) };
         p = q;
         size = new;

@@ -1,0 +1,314 @@
+//! The C allocation functions' semantics, shared by every exported name.
+//!
+//! Each function is `#[inline(always)]` so that every exported symbol
+//! (`malloc`, `__libc_malloc`, `smalloc_malloc`, ...) carries the core's
+//! fast path inline; the rare cases live in `#[cold]` functions.
+//!
+//! Pointers are classified on `free`/`realloc`/`malloc_usable_size` by
+//! address only: inside smalloc's reservation (a slot, `raw::owns`), a live
+//! big allocation ([`big`], found in its registry), or foreign (handed to
+//! the next allocator, [`next`]).
+
+use core::ffi::{c_int, c_void};
+use core::ptr;
+
+use smalloc_core::raw;
+
+use crate::{big, errno, next};
+
+/// The alignment `malloc` guarantees: `alignof(max_align_t)` on x86-64, as
+/// glibc does.
+pub const MIN_ALIGN: usize = 16;
+
+/// `malloc`: at least `size` bytes aligned to [`MIN_ALIGN`]; `malloc(0)`
+/// returns a unique pointer to a minimal slot.
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut c_void {
+    // size 0 gives a size class above MAX_SC, so it takes the slow path
+    // and the fast path needs no test for it.
+    let sc = raw::size_class(size, MIN_ALIGN);
+    if sc <= raw::MAX_SC {
+        let p = raw::alloc_slot(sc).0;
+        if !p.is_null() {
+            return p.cast();
+        }
+        return errno::enomem();
+    }
+    malloc_slow(size, MIN_ALIGN)
+}
+
+/// A request no slot class covers: `size == 0`, or a big allocation.
+#[cold]
+#[inline(never)]
+fn malloc_slow(size: usize, align: usize) -> *mut c_void {
+    if size == 0 {
+        return aligned(1, align);
+    }
+    big::alloc(size, align)
+}
+
+/// `size` bytes aligned to `align`, a power of two (any size, any
+/// alignment); null with `ENOMEM` on failure.
+#[inline(always)]
+pub fn aligned(size: usize, align: usize) -> *mut c_void {
+    debug_assert!(align.is_power_of_two());
+    let align = align.max(MIN_ALIGN);
+    let sc = raw::size_class(size, align);
+    if sc <= raw::MAX_SC {
+        let p = raw::alloc_slot(sc).0;
+        if !p.is_null() {
+            return p.cast();
+        }
+        return errno::enomem();
+    }
+    malloc_slow(size, align)
+}
+
+/// `calloc`: `n * size` zeroed bytes; null with `ENOMEM` when the product
+/// overflows. Never writes to a slot that was never handed out before (the
+/// kernel's zero pages stay untouched, so a fresh huge `calloc` does not
+/// raise the resident set).
+#[inline(always)]
+pub fn calloc(n: usize, size: usize) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        return errno::enomem();
+    };
+    let sc = raw::size_class(total, MIN_ALIGN);
+    if sc <= raw::MAX_SC {
+        let (p, fresh) = raw::alloc_slot(sc);
+        if p.is_null() {
+            return errno::enomem();
+        }
+        if !fresh {
+            // SAFETY: the slot holds at least `total` bytes and is ours.
+            unsafe { ptr::write_bytes(p, 0, total) };
+        }
+        return p.cast();
+    }
+    // Size 0 (a fresh or cleared minimal slot) or a fresh mapping, which
+    // the kernel zeroed.
+    calloc_slow(total)
+}
+
+/// [`calloc`] of 0 bytes or of a big allocation.
+#[cold]
+#[inline(never)]
+fn calloc_slow(total: usize) -> *mut c_void {
+    if total == 0 {
+        return calloc(1, 1);
+    }
+    big::alloc(total, MIN_ALIGN)
+}
+
+/// `free`: slots go back to their free list, big allocations are unmapped,
+/// foreign pointers go to the next allocator; null is ignored.
+///
+/// # Safety
+/// `p` is null or a live allocation (of this or the next allocator) that
+/// the caller never uses again.
+#[inline(always)]
+pub unsafe fn free(p: *mut c_void) {
+    if raw::owns(p.cast()) {
+        // SAFETY: a pointer inside the reservation is a slot we handed out
+        // (every pointer we return is the start of its slot).
+        unsafe { raw::free_slot(p.cast()) }
+    } else if !p.is_null() {
+        // SAFETY: per the contract.
+        unsafe { free_other(p) }
+    }
+}
+
+/// [`free`] of a big allocation or a foreign pointer.
+#[cold]
+#[inline(never)]
+unsafe fn free_other(p: *mut c_void) {
+    // SAFETY: per the contract of `free`.
+    unsafe {
+        if !big::free(p) {
+            next::free(p);
+        }
+    }
+}
+
+/// `realloc`, with glibc's edge cases: `realloc(NULL, n)` is `malloc(n)`;
+/// `realloc(p, 0)` frees `p` and returns null. A slot that still holds
+/// `size` bytes is kept (growing or shrinking); otherwise the contents move
+/// to a slot chosen by the core's "growers" policy (or a big allocation).
+/// On failure: null, `ENOMEM`, `p` untouched.
+///
+/// # Safety
+/// `p` is null or a live allocation (of this or the next allocator).
+#[inline(always)]
+pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if raw::owns(p.cast()) {
+        // `size - 1 < slot` is `0 < size <= slot`: size 0 wraps around and
+        // takes the slow path.
+        if size.wrapping_sub(1) < raw::slot_size(p.cast()) {
+            return p;
+        }
+        // SAFETY: `p` is a live slot of ours.
+        return unsafe { realloc_move_slot(p, size) };
+    }
+    // SAFETY: per the contract.
+    unsafe { realloc_slow(p, size) }
+}
+
+/// [`realloc`] of a slot that does not hold `size` bytes (or `size == 0`).
+///
+/// # Safety
+/// `p` is a live slot owned by the caller.
+#[cold]
+#[inline(never)]
+unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
+    if size == 0 {
+        // SAFETY: per the contract.
+        unsafe { raw::free_slot(p.cast()) };
+        return ptr::null_mut();
+    }
+    let sc = raw::size_class(size, MIN_ALIGN);
+    let q: *mut c_void = if sc <= raw::MAX_SC {
+        raw::alloc_slot(raw::grower_sc(sc)).0.cast()
+    } else {
+        big::alloc(size, MIN_ALIGN)
+    };
+    if q.is_null() {
+        return errno::enomem();
+    }
+    // The caller's data fits the old slot, and the new block is larger
+    // than it: copy the whole old slot.
+    let old = raw::slot_size(p.cast());
+    // SAFETY: distinct live blocks; `q` holds `size > old` bytes.
+    unsafe {
+        ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old);
+        raw::free_slot(p.cast());
+    }
+    q
+}
+
+/// [`realloc`] of null, a big allocation or a foreign pointer.
+///
+/// # Safety
+/// As for [`realloc`].
+#[cold]
+#[inline(never)]
+unsafe fn realloc_slow(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        return malloc(size);
+    }
+    if size == 0 {
+        // SAFETY: per the contract.
+        unsafe { free_other(p) };
+        return ptr::null_mut();
+    }
+    // SAFETY: per the contract; `big::owns` tells which allocator made `p`.
+    unsafe {
+        if big::owns(p) {
+            big::realloc(p, size)
+        } else {
+            next::realloc(p, size)
+        }
+    }
+}
+
+/// `reallocarray`: `realloc(p, n * size)`, null with `ENOMEM` (and `p`
+/// untouched) when the product overflows.
+///
+/// # Safety
+/// As for [`realloc`].
+#[inline(always)]
+pub unsafe fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: per the contract.
+        Some(total) => unsafe { realloc(p, total) },
+        None => errno::enomem(),
+    }
+}
+
+/// `malloc_usable_size`: the bytes usable at `p` (the whole slot, the rest
+/// of a big mapping, or what the next allocator says); 0 for null.
+///
+/// # Safety
+/// `p` is null or a live allocation (of this or the next allocator).
+#[inline(always)]
+pub unsafe fn usable_size(p: *mut c_void) -> usize {
+    if raw::owns(p.cast()) {
+        return raw::slot_size(p.cast());
+    }
+    // SAFETY: per the contract.
+    unsafe { usable_size_slow(p) }
+}
+
+/// [`usable_size`] of null, a big allocation or a foreign pointer.
+///
+/// # Safety
+/// As for [`usable_size`].
+#[cold]
+#[inline(never)]
+unsafe fn usable_size_slow(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: per the contract; `big::owns` tells which allocator made `p`.
+    unsafe {
+        if big::owns(p) {
+            big::usable_size(p)
+        } else {
+            next::usable_size(p)
+        }
+    }
+}
+
+/// Whether `p` was allocated by smalloc (a slot or a big allocation).
+#[inline]
+pub fn owns(p: *const c_void) -> bool {
+    raw::owns(p.cast()) || big::owns(p)
+}
+
+/// `aligned_alloc` and `memalign`: `align` must be a power of two (else
+/// null with `EINVAL`).
+#[inline(always)]
+pub fn memalign(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        return errno::einval();
+    }
+    aligned(size, align)
+}
+
+/// `posix_memalign`: `align` must be a power of two multiple of
+/// `sizeof(void *)` (else `EINVAL`); `ENOMEM` when out of memory; `errno`
+/// is left alone and `*out` is written only on success.
+///
+/// # Safety
+/// `out` is valid for a pointer-sized write.
+#[inline(always)]
+pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !align.is_power_of_two() || align < size_of::<*mut c_void>() {
+        return libc::EINVAL;
+    }
+    let saved = errno::get();
+    let p = aligned(size, align);
+    if p.is_null() {
+        errno::set(saved);
+        return libc::ENOMEM;
+    }
+    // SAFETY: per the contract.
+    unsafe { out.write(p) };
+    0
+}
+
+/// `valloc`: `size` bytes aligned to the page size.
+#[inline]
+pub fn valloc(size: usize) -> *mut c_void {
+    aligned(size, big::page_size())
+}
+
+/// `pvalloc`: like `valloc` with `size` rounded up to a whole number of
+/// pages (`pvalloc(0)` is one page); `ENOMEM` if the rounding overflows.
+#[inline]
+pub fn pvalloc(size: usize) -> *mut c_void {
+    let page = big::page_size();
+    let Some(rounded) = size.max(1).checked_add(page - 1) else {
+        return errno::enomem();
+    };
+    aligned(rounded & !(page - 1), page)
+}

@@ -1,0 +1,81 @@
+//! Slab exhaustion: a thread whose slab runs out moves to another slab of
+//! the same size class and stays there; when every slab of the size class
+//! is empty it gets slots of the next larger size class; when nothing is
+//! left, null.
+
+use std::alloc::{GlobalAlloc, Layout};
+
+use smalloc::Smalloc;
+use smalloc::layout::{MAX_SC, NUM_SLABS, num_slots, sc_of, slab_of};
+
+static A: Smalloc = Smalloc::new();
+
+#[test]
+fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
+    // 1 GiB slots: few per slab, and allocating them touches nothing.
+    let sc = MAX_SC - 1;
+    let per_slab = num_slots(sc) as usize;
+    let l = Layout::from_size_align(1 << sc, 1).unwrap();
+    let mut got = Vec::new();
+    let first = unsafe { A.alloc(l) };
+    let home = slab_of(first.addr());
+    got.push(first);
+    for _ in 1..per_slab {
+        got.push(unsafe { A.alloc(l) });
+    }
+    assert!(
+        got.iter()
+            .all(|p| slab_of(p.addr()) == home && sc_of(p.addr()) == sc)
+    );
+
+    // The home slab is empty: the next slot comes from another slab ...
+    let moved = unsafe { A.alloc(l) };
+    let new_home = slab_of(moved.addr());
+    assert_ne!(new_home, home);
+    assert_eq!(sc_of(moved.addr()), sc);
+    got.push(moved);
+    // ... and the thread stays there, for other size classes too.
+    let small = Layout::from_size_align(64, 8).unwrap();
+    let s = unsafe { A.alloc(small) };
+    assert_eq!(slab_of(s.addr()), new_home);
+    unsafe { A.dealloc(s, small) };
+
+    // Use up every slab of this size class.
+    while got.len() < per_slab * NUM_SLABS {
+        let p = unsafe { A.alloc(l) };
+        assert_eq!(sc_of(p.addr()), sc, "after {} slots", got.len());
+        got.push(p);
+    }
+    let mut seen = got.iter().map(|p| p.addr()).collect::<Vec<_>>();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), got.len(), "a slot was handed out twice");
+
+    // Every slab is empty: the next larger size class serves the request.
+    let mut bigger = Vec::new();
+    let top = num_slots(MAX_SC) as usize * NUM_SLABS;
+    for _ in 0..top {
+        let p = unsafe { A.alloc(l) };
+        assert!(!p.is_null());
+        assert_eq!(sc_of(p.addr()), MAX_SC);
+        bigger.push(p);
+    }
+    // Nothing left at all: null, not a crash.
+    assert!(unsafe { A.alloc(l) }.is_null());
+    let top_l = Layout::from_size_align(1 << MAX_SC, 1).unwrap();
+    assert!(unsafe { A.alloc(top_l) }.is_null());
+
+    // Touch a few of them for real: first and last byte.
+    for &p in got.iter().step_by(37).chain(bigger.iter().step_by(29)) {
+        unsafe {
+            p.write(0xa5);
+            p.add((1 << sc) - 1).write(0x5a);
+            assert_eq!((p.read(), p.add((1 << sc) - 1).read()), (0xa5, 0x5a));
+        }
+    }
+
+    // Freeing one slot makes it available again (to a thread on any slab).
+    let back = got.pop().unwrap();
+    unsafe { A.dealloc(back, l) };
+    assert_eq!(unsafe { A.alloc(l) }, back);
+}

@@ -1,0 +1,59 @@
+//! Many threads racing the very first allocation get one reservation.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use smalloc::Smalloc;
+use smalloc::layout::{TOTAL_SIZE, base_of};
+
+static A: Smalloc = Smalloc::new();
+
+/// Mappings in /proc/self/maps exactly as large as the reservation.
+fn reservations() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let r = l.split_whitespace().next().unwrap();
+            let (a, b) = r.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            b - a == TOTAL_SIZE
+        })
+        .count()
+}
+
+#[test]
+fn racing_first_allocations_share_one_reservation() {
+    assert_eq!(reservations(), 0);
+    let n = 32;
+    let barrier = Arc::new(Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let l = Layout::from_size_align(8 + i, 8).unwrap();
+                barrier.wait();
+                let p = unsafe { A.alloc(l) };
+                assert!(!p.is_null());
+                unsafe { p.write_bytes(i as u8, l.size()) };
+                p.addr()
+            })
+        })
+        .collect();
+    let addrs: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let base = base_of(addrs[0]);
+    assert_eq!(base % TOTAL_SIZE, 0);
+    assert!(
+        addrs.iter().all(|&a| base_of(a) == base),
+        "two reservations"
+    );
+    assert_eq!(reservations(), 1);
+    let mut sorted = addrs.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), n);
+}
