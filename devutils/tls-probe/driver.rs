@@ -10,8 +10,9 @@
 //!   `loop round ns_per_access`.
 //! * `driver summarize CG_TSV RAW_TSV...`: pools the raw rows of several
 //!   `time` runs (one per process) and prints the markdown table.
-//! * `driver count SYMBOL N`: runs one loop for N then 2N accesses (for
-//!   callgrind with `--dump-after=SYMBOL`: the two dumps differ by N).
+//! * `driver count SYMBOL N`: runs one loop for 100 accesses (warm-up: lazy
+//!   binding, first TLS touch), then N, then 2N (for callgrind with
+//!   `--dump-after=SYMBOL`: the second and third dumps differ by exactly N).
 //! * `driver list`: the loops found.
 
 #[path = "probe.rs"]
@@ -251,9 +252,10 @@ fn main() {
         Some("count") => {
             let (sym, n): (&str, u64) = (&args[2], args[3].parse().unwrap());
             let f = loops.iter().find(|(name, _)| name == sym).unwrap_or_else(|| panic!("no loop {sym}")).1;
+            let w = f(100);
             let a = f(n);
             let b = f(2 * n);
-            println!("{sym} {a} {b}");
+            println!("{sym} {w} {a} {b}");
         }
         Some("time") => time(&loops, args[2].parse().unwrap(), args[3].parse().unwrap()),
         _ => eprintln!("usage: driver list | count SYMBOL N | time ROUNDS N | summarize CG RAW..."),

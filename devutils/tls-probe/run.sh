@@ -87,8 +87,9 @@ if [[ ${TP_SKIP_CG:-0} != 1 ]]; then
         LD_PRELOAD="$PRELOAD" valgrind -q --tool=callgrind --collect-atstart=no \
             --toggle-collect="$sym" --dump-after="$sym" \
             --callgrind-out-file="cg/$sym.%p" ./driver count "$sym" "$CG_N" > /dev/null
-        a=$(awk '/^totals:/ {print $2}' cg/"$sym".*.1)
-        b=$(awk '/^totals:/ {print $2}' cg/"$sym".*.2)
+        # Dumps: .1 warm-up, .2 N iterations, .3 2N iterations.
+        a=$(awk '/^totals:/ {print $2}' cg/"$sym".*.2)
+        b=$(awk '/^totals:/ {print $2}' cg/"$sym".*.3)
         awk -v s="$sym" -v a="$a" -v b="$b" -v n="$CG_N" 'BEGIN { printf "%s\t%.2f\n", s, (b - a) / n }' >> cg.tsv
     done < loops.txt
     cat cg.tsv

@@ -21,8 +21,6 @@
 //!
 //! The `delete` forms ignore size and alignment: `free` finds both from the
 //! pointer.
-//!
-//! cbindgen:ignore
 #![allow(non_snake_case)]
 
 use core::ffi::c_void;

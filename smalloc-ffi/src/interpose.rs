@@ -3,8 +3,6 @@
 //! whole process (`LD_PRELOAD`); a program linking the static library gets
 //! them too. Each one inlines the shared implementation in
 //! [`c_alloc`](crate::c_alloc), so the fast path has no extra call.
-//!
-//! cbindgen:ignore
 
 use core::ffi::{c_int, c_void};
 

@@ -24,16 +24,28 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// Only the prefixed API goes into the header: every other module is marked
+// `cbindgen:ignore`.
+
 // The panic handler and unwinding runtime (see the crate documentation).
 extern crate std as _;
 
+/// cbindgen:ignore
 mod big;
+/// cbindgen:ignore
 mod big_registry;
+/// cbindgen:ignore
 mod c_alloc;
+/// cbindgen:ignore
 mod cxx;
+/// cbindgen:ignore
 mod errno;
+/// cbindgen:ignore
 mod interpose;
+/// cbindgen:ignore
 mod lifecycle;
+/// cbindgen:ignore
 mod next;
 mod prefixed;
+/// cbindgen:ignore
 mod report;

@@ -70,8 +70,25 @@ impl FlhCell for core::sync::atomic::AtomicU64 {
     }
 }
 
-/// Where the links of free slots are stored: the first four bytes of each
-/// slot in the allocator, an array in model-checking tests.
+/// One slot's link cell (its first four bytes in the allocator).
+pub trait LinkCell {
+    /// Writes the link.
+    ///
+    /// # Safety
+    /// The caller owns the slot (it is being freed).
+    unsafe fn store_link(&self, link: u32);
+}
+
+impl LinkCell for core::sync::atomic::AtomicU32 {
+    #[inline(always)]
+    unsafe fn store_link(&self, link: u32) {
+        // Relaxed: published by the push's Release compare-and-swap.
+        self.store(link, Ordering::Relaxed)
+    }
+}
+
+/// Where the links of free slots are read from by pop: the first four bytes
+/// of each slot in the allocator, an array in model-checking tests.
 pub trait LinkStore {
     /// Reads the link of `slot`.
     ///
@@ -80,11 +97,6 @@ pub trait LinkStore {
     /// to someone else (a stale read); the value is then garbage and the
     /// caller's compare-and-swap fails.
     unsafe fn load_link(&self, slot: u32) -> u32;
-    /// Writes the link of `slot`.
-    ///
-    /// # Safety
-    /// The caller owns `slot` (it is being freed).
-    unsafe fn store_link(&self, slot: u32, link: u32);
 }
 
 /// Result of one pop attempt.
@@ -137,19 +149,20 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
     }
 }
 
-/// Puts `slot` at the head of the list. Never fails: retries until its
-/// compare-and-swap succeeds.
+/// Puts `slot`, whose link cell is `link`, at the head of the list. Never
+/// fails: retries until its compare-and-swap succeeds.
 ///
 /// # Safety
-/// The caller owns `slot`, which belongs to this list's region.
+/// The caller owns `slot`, which belongs to this list's region, and `link`
+/// is that slot's link cell.
 #[inline(always)]
-pub unsafe fn push<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, slot: u32) {
+pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, link: &C, slot: u32) {
     debug_assert!(slot <= HEAD_MASK);
     // Relaxed: we never read through the old head, we only copy its value.
     let mut old = flh.load(Ordering::Relaxed);
     loop {
         // SAFETY: the caller owns `slot`.
-        unsafe { links.store_link(slot, old as u32) };
+        unsafe { link.store_link(old as u32) };
         let new = ((old & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | (USED | slot) as u64;
         // Success Release: the link just stored, and every write the owner
         // made to the slot, become visible to the pop that takes it.

@@ -4,7 +4,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::{self, LinkStore, Pop};
-use crate::layout::{self, MAX_SC, NUM_SLABS, REGION_BITS};
+use crate::layout::{self, MAX_SC, NUM_SLABS};
 use crate::{region, sys, thread_slab};
 
 /// The links of the free slots of one region live in the slots' first four
@@ -17,6 +17,11 @@ struct SlotLinks {
 }
 
 impl SlotLinks {
+    #[inline(always)]
+    fn slot_ptr(&self, slot: u32) -> *mut u8 {
+        sys::ptr_at(self.region | ((slot as usize) << self.sc))
+    }
+
     #[inline(always)]
     fn link(&self, slot: u32) -> &AtomicU32 {
         let addr = self.region | ((slot as usize) << self.sc);
@@ -33,11 +38,6 @@ impl LinkStore for SlotLinks {
     unsafe fn load_link(&self, slot: u32) -> u32 {
         // Relaxed: ordered by the flh's Acquire/Release (see free_list).
         self.link(slot).load(Ordering::Relaxed)
-    }
-    #[inline(always)]
-    unsafe fn store_link(&self, slot: u32, link: u32) {
-        // Relaxed: published by the push's Release compare-and-swap.
-        self.link(slot).store(link, Ordering::Relaxed)
     }
 }
 
@@ -70,25 +70,37 @@ fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
 #[inline(always)]
 pub fn alloc(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
-    let base = region::base_raw();
-    if !region::is_ready(base) {
+    // A thread with a slab implies a reservation: no need to load the base.
+    let Some(slab_addr) = thread_slab::current_if_assigned() else {
         return alloc_first(sc);
-    }
-    let slab = thread_slab::current();
-    match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh),
-        _ => alloc_failover(base, slab, sc),
+    };
+    let region = slab_addr | layout::region_offset(0, sc);
+    let links = SlotLinks { region, sc };
+    let flh = flh(slab_addr | layout::flh_addr(0, 0, sc));
+    match free_list::pop(flh, &links, layout::num_slots(sc)) {
+        Pop::Slot { slot, fresh } => (links.slot_ptr(slot), fresh),
+        _ => alloc_failover(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
     }
 }
 
-/// The very first allocation (of the process, or after a failed
-/// reservation): reserve, then allocate.
+/// The first allocation of this thread (and maybe of the process): reserve
+/// if needed, take a thread number, then allocate.
 #[cold]
 #[inline(never)]
 fn alloc_first(sc: u32) -> (*mut u8, bool) {
-    match region::init() {
-        Some(base) => alloc_failover(base, thread_slab::current(), sc),
-        None => (core::ptr::null_mut(), false),
+    let base = region::base_raw();
+    let base = if region::is_ready(base) {
+        base
+    } else {
+        match region::init() {
+            Some(base) => base,
+            None => return (core::ptr::null_mut(), false),
+        }
+    };
+    let slab = thread_slab::current(base);
+    match try_pop(base, slab, sc) {
+        Pop::Slot { slot, fresh } => (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh),
+        _ => alloc_failover(base, slab, sc),
     }
 }
 
@@ -108,7 +120,7 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
                 match try_pop(base, s, sc) {
                     Pop::Slot { slot, fresh } => {
                         if s != slab {
-                            thread_slab::set(s);
+                            thread_slab::set(base, s);
                         }
                         return (sys::ptr_at(layout::slot_addr(base, s, sc, slot)), fresh);
                     }
@@ -142,15 +154,13 @@ pub unsafe fn dealloc(p: *mut u8) {
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
-    let links = SlotLinks {
-        region: addr & !((1 << REGION_BITS) - 1),
-        sc,
-    };
-    // SAFETY: the caller owns the slot, which belongs to this flh's region.
+    // SAFETY: the caller owns the slot, which belongs to this flh's region;
+    // its first four bytes (slots are at least 4 bytes, naturally aligned)
+    // hold its link while it is free, always accessed atomically.
     unsafe {
         free_list::push(
             flh(layout::flh_addr_of(addr)),
-            &links,
+            &*sys::ptr_at::<AtomicU32>(addr),
             layout::slot_of(addr, sc),
         )
     };

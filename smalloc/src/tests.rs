@@ -123,9 +123,6 @@ impl LinkStore for ArrayLinks {
     unsafe fn load_link(&self, slot: u32) -> u32 {
         self.0[slot as usize].load(Ordering::Relaxed)
     }
-    unsafe fn store_link(&self, slot: u32, link: u32) {
-        self.0[slot as usize].store(link, Ordering::Relaxed)
-    }
 }
 
 #[test]
@@ -165,8 +162,8 @@ fn push_then_pop_is_lifo_and_mixes_with_the_fresh_tail() {
         }
     );
     unsafe {
-        free_list::push(&flh, &links, 0);
-        free_list::push(&flh, &links, 1);
+        free_list::push(&flh, &links.0[0], 0);
+        free_list::push(&flh, &links.0[1], 1);
     }
     assert_eq!(
         flh.load(Ordering::Relaxed) >> 32,
@@ -202,7 +199,7 @@ fn push_then_pop_is_lifo_and_mixes_with_the_fresh_tail() {
         }
     );
     assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
-    unsafe { free_list::push(&flh, &links, 2) };
+    unsafe { free_list::push(&flh, &links.0[2], 2) };
     assert_eq!(
         free_list::pop(&flh, &links, 4),
         Pop::Slot {
@@ -229,7 +226,7 @@ fn stale_head_after_aba_fails_its_cas() {
         free_list::pop(&flh, &links, 8),
         Pop::Slot { slot: 1, .. }
     ));
-    unsafe { free_list::push(&flh, &links, 0) };
+    unsafe { free_list::push(&flh, &links.0[0], 0) };
     let now = flh.load(Ordering::Relaxed);
     assert_eq!(now as u32 & 0x7fff_ffff, 0, "slot 0 is the head again");
     assert_eq!(

@@ -1,9 +1,12 @@
 //! Which slab the current thread allocates from.
 //!
-//! Each thread holds one 8-byte thread-local word: 0 until its first
-//! allocation, then `slab + 1`. The first allocation takes a thread number
-//! from a global counter and starts at slab `thread number % NUM_SLABS`;
-//! failover later moves the thread to another slab by storing a new value.
+//! Each thread holds one thread-local word: 0 until its first allocation,
+//! then the address of its slab (`base | slab << SLAB_SHIFT`, never 0). The
+//! first allocation takes a thread number from a global counter and starts
+//! at slab `thread number % NUM_SLABS`; failover later moves the thread to
+//! another slab by storing a new value. Holding the slab's address, not its
+//! number, lets the hot path skip loading the reservation base: a thread
+//! with a slab has a reservation.
 //!
 //! # How the thread-local word is reached
 //!
@@ -20,34 +23,47 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::layout::NUM_SLABS;
+use crate::layout::{NUM_SLABS, SLAB_SHIFT};
 
 /// Hands out thread numbers.
 static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// The current thread's slab.
+/// The address of the current thread's slab, or `None` before its first
+/// allocation.
 #[inline(always)]
-pub fn current() -> usize {
-    let v = tls::load();
-    if v == 0 { assign() } else { v - 1 }
+pub fn current_if_assigned() -> Option<usize> {
+    match tls::load() {
+        0 => None,
+        slab_addr => Some(slab_addr),
+    }
+}
+
+/// The current thread's slab number, taking a thread number on first use.
+/// `base` is the reservation's base.
+#[inline]
+pub fn current(base: usize) -> usize {
+    match tls::load() {
+        0 => assign(base),
+        slab_addr => crate::layout::slab_of(slab_addr),
+    }
 }
 
 /// Moves the current thread to `slab` for its next allocations.
 #[inline]
-pub fn set(slab: usize) {
+pub fn set(base: usize, slab: usize) {
     debug_assert!(slab < NUM_SLABS);
-    tls::store(slab + 1);
+    tls::store(base | (slab << SLAB_SHIFT));
 }
 
 /// First allocation of this thread: take a thread number.
 #[cold]
 #[inline(never)]
-fn assign() -> usize {
+fn assign(base: usize) -> usize {
     // Relaxed: only the uniqueness of the number matters; nothing is
     // published through it.
     let n = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
     let slab = n % NUM_SLABS;
-    tls::store(slab + 1);
+    set(base, slab);
     slab
 }
 
