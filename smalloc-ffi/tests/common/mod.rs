@@ -1,0 +1,182 @@
+//! Shared by the integration tests: where the release artifacts are,
+//! compiling the C/C++ test programs, running programs with and without
+//! `LD_PRELOAD`, and reading smalloc's exit reports.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+/// The workspace root.
+pub fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("smalloc-ffi lives in the workspace")
+        .to_path_buf()
+}
+
+/// The cargo target directory: `CARGO_TARGET_DIR` if set, else the closest
+/// ancestor of this test executable that cargo marked with `CACHEDIR.TAG`.
+pub fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return workspace_dir().join(dir);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| workspace_dir().join("target"))
+}
+
+/// Newest modification time of the files under `dir` (recursively).
+fn newest_mtime(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let t = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+/// A release artifact of smalloc-ffi, checked to exist and to be newer than
+/// the sources it is built from.
+fn release_artifact(name: &str) -> PathBuf {
+    let path = target_dir().join("release").join(name);
+    let built = fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: build it first with `cargo build --release -p smalloc-ffi` \
+                 (devutils/test.sh does)",
+                path.display()
+            )
+        });
+    let ws = workspace_dir();
+    for src in [ws.join("smalloc/src"), ws.join("smalloc-ffi/src")] {
+        assert!(
+            newest_mtime(&src) <= built,
+            "{} is older than {}: rebuild it with `cargo build --release -p smalloc-ffi`",
+            path.display(),
+            src.display()
+        );
+    }
+    path
+}
+
+/// `libsmalloc.so` of the release build.
+pub fn lib_so() -> PathBuf {
+    release_artifact("libsmalloc.so")
+}
+
+/// `libsmalloc.a` of the release build.
+pub fn lib_a() -> PathBuf {
+    release_artifact("libsmalloc.a")
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = target_dir().join("ffi-tests").join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// Source file of a C/C++ test program.
+pub fn c_source(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(file)
+}
+
+/// Compiles `file` (C, or C++ if it ends in `.cpp`) from `tests/c` into
+/// `dir` with `extra` arguments after the source; returns the executable.
+pub fn compile(dir: &Path, file: &str, extra: &[&str]) -> PathBuf {
+    let cxx = file.ends_with(".cpp");
+    let out = dir.join(file.split('.').next().unwrap_or(file));
+    let mut cmd = Command::new(if cxx { "c++" } else { "cc" });
+    cmd.args(["-O1", "-g", "-Wall", "-Werror", "-fno-builtin"])
+        .arg(if cxx { "-std=c++17" } else { "-std=gnu11" })
+        .arg("-Wno-alloc-size-larger-than")
+        .arg("-o")
+        .arg(&out)
+        .arg(c_source(file))
+        .args(extra)
+        .args(["-ldl", "-lpthread"]);
+    let output = cmd.output().expect("run the C compiler (is cc installed?)");
+    assert!(
+        output.status.success(),
+        "compiling {file} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Runs `cmd`, asserting exit status 0; returns its output.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let output = cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// `cmd` with `LD_PRELOAD` set to libsmalloc.so.
+pub fn preloaded(cmd: &mut Command) -> &mut Command {
+    cmd.env("LD_PRELOAD", lib_so())
+}
+
+/// Runs the test program `exe` with smalloc preloaded and checks that it
+/// succeeds and prints `expect` on stdout.
+pub fn run_preloaded_expect(exe: &Path, args: &[&OsStr], expect: &str) {
+    let out = run_ok(preloaded(&mut Command::new(exe)).args(args));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(expect),
+        "{} printed {stdout:?}, expected {expect:?}",
+        exe.display()
+    );
+}
+
+/// One line of smalloc's exit report (see `SMALLOC_REPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    pub lists: u64,
+    pub handed_out: u64,
+    pub frees: u64,
+}
+
+/// Parses the report lines of a `SMALLOC_REPORT` file.
+pub fn read_reports(path: &Path) -> Vec<Report> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let field = |key: &str| -> Option<u64> {
+                let start = line.find(key)? + key.len();
+                let digits: String = line[start..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            };
+            Some(Report {
+                lists: field(" lists=")?,
+                handed_out: field(" handed_out>=")?,
+                frees: field(" frees=")?,
+            })
+        })
+        .collect()
+}
