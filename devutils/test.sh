@@ -15,3 +15,7 @@ cargo build --release -p smalloc-ffi
 
 echo "== tests (cargo nextest: each test in its own process)"
 cargo nextest run --workspace --no-fail-fast "$@"
+
+echo "== core tests again with the portable (pthread key) thread-slab fallback"
+RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \
+    --target-dir target/portable-tls --no-fail-fast

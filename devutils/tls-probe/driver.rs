@@ -33,9 +33,25 @@ const RTLD_NOW: c_int = 2;
 
 /// Loops looked up in the dlopened and preloaded libraries.
 const SHARED: &[&str] = &[
-    "rs_base_read", "rs_base_rw", "rs_ie_read", "rs_ie_rw", "rs_std_read", "rs_std_rw",
-    "rs_pth_read", "rs_pth_rw", "rs_tp_read", "c_base_read", "c_base_rw", "c_gd_read",
-    "c_gd_rw", "c_desc_read", "c_desc_rw", "c_ie_read", "c_ie_rw", "c_pth_read", "c_pth_rw",
+    "rs_base_read",
+    "rs_base_rw",
+    "rs_ie_read",
+    "rs_ie_rw",
+    "rs_std_read",
+    "rs_std_rw",
+    "rs_pth_read",
+    "rs_pth_rw",
+    "rs_tp_read",
+    "c_base_read",
+    "c_base_rw",
+    "c_gd_read",
+    "c_gd_rw",
+    "c_desc_read",
+    "c_desc_rw",
+    "c_ie_read",
+    "c_ie_rw",
+    "c_pth_read",
+    "c_pth_rw",
 ];
 
 /// Declares the C probe's executable-side loops and wraps each in a safe
@@ -76,7 +92,10 @@ fn exe_loops() -> Vec<(String, Loop)> {
         tp_exe_c_pth_read => "c_pth_read",
         tp_exe_c_pth_rw => "c_pth_rw",
     ];
-    rs.into_iter().chain(c).map(|(s, f)| (format!("tp_exe_{s}"), f)).collect()
+    rs.into_iter()
+        .chain(c)
+        .map(|(s, f)| (format!("tp_exe_{s}"), f))
+        .collect()
 }
 
 fn lookup(handle: *mut c_void, name: &str) -> Option<Loop> {
@@ -96,7 +115,11 @@ fn lookup(handle: *mut c_void, name: &str) -> Option<Loop> {
 fn all_loops() -> Vec<(String, Loop)> {
     let mut out = exe_loops();
     let mut handles = Vec::new();
-    for path in std::env::var("TP_DL_LIBS").unwrap_or_default().split(':').filter(|p| !p.is_empty()) {
+    for path in std::env::var("TP_DL_LIBS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| !p.is_empty())
+    {
         let c = CString::new(path).unwrap();
         // SAFETY: a valid C string; the probe libraries' constructors only
         // create a pthread key.
@@ -181,12 +204,18 @@ fn summarize(cg: &str, raws: &[String]) {
     let mut order: Vec<String> = Vec::new();
     for path in raws {
         let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for l in std::fs::read_to_string(path).unwrap().lines().filter(|l| !l.starts_with('#')) {
+        for l in std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+        {
             let f: Vec<&str> = l.split('\t').collect();
             if !order.iter().any(|o| o == f[0]) {
                 order.push(f[0].to_string());
             }
-            m.entry(f[0].to_string()).or_default().push(f[2].parse().unwrap());
+            m.entry(f[0].to_string())
+                .or_default()
+                .push(f[2].parse().unwrap());
         }
         runs.push(m);
     }
@@ -204,7 +233,9 @@ fn summarize(cg: &str, raws: &[String]) {
     let other = |p: usize, name: &str, r: usize| runs[p].get(name).map(|v| v[r]);
     let f2 = |x: f64| format!("{x:.2}");
     let s2 = |x: f64| format!("{x:+.2}");
-    println!("| loop | Ir/iter | ΔIr vs base | ns/iter median [p25–p75] | Δns vs base | × rs_ie | per-process medians |");
+    println!(
+        "| loop | Ir/iter | ΔIr vs base | ns/iter median [p25–p75] | Δns vs base | × rs_ie | per-process medians |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for name in &order {
         let b = partner(name, "base");
@@ -225,7 +256,11 @@ fn summarize(cg: &str, raws: &[String]) {
                 f2(quantile(&v, 0.5))
             })
             .collect();
-        let qs = if q.is_empty() { "-".into() } else { spread(q, f2) };
+        let qs = if q.is_empty() {
+            "-".into()
+        } else {
+            spread(q, f2)
+        };
         println!(
             "| {} | {irs} | {dir} | {} | {} | {qs} | {} |",
             &name[3..],
@@ -251,7 +286,11 @@ fn main() {
         }
         Some("count") => {
             let (sym, n): (&str, u64) = (&args[2], args[3].parse().unwrap());
-            let f = loops.iter().find(|(name, _)| name == sym).unwrap_or_else(|| panic!("no loop {sym}")).1;
+            let f = loops
+                .iter()
+                .find(|(name, _)| name == sym)
+                .unwrap_or_else(|| panic!("no loop {sym}"))
+                .1;
             let w = f(100);
             let a = f(n);
             let b = f(2 * n);

@@ -198,45 +198,32 @@ fn tp_read() -> usize {
 // ---- exported loops ---------------------------------------------------------
 
 macro_rules! loops {
-    ($place:literal: $($scheme:ident / $op:ident => $f:ident),* $(,)?) => {$(
+    ($place:literal: $($scheme:ident $op:ident: $access:ident => $f:ident),* $(,)?) => {$(
         #[unsafe(export_name = concat!("tp_", $place, "_rs_", stringify!($scheme), "_", stringify!($op)))]
         #[inline(never)]
         pub extern "C" fn $f(n: u64) -> u64 {
             let mut sum = 0u64;
             for _ in 0..n {
                 barrier();
-                sum = sum.wrapping_add(paste_fn!($scheme, $op)() as u64);
+                sum = sum.wrapping_add($access() as u64);
             }
             sum
         }
     )*};
 }
 
-/// `paste_fn!(ie, read)` is `ie_read`; spelled out to avoid a dependency.
-macro_rules! paste_fn {
-    (base, read) => { base_read };
-    (base, rw) => { base_rw };
-    (ie, read) => { ie_read };
-    (ie, rw) => { ie_rw };
-    (std, read) => { std_read };
-    (std, rw) => { std_rw };
-    (pth, read) => { pth_read };
-    (pth, rw) => { pth_rw };
-    (tp, read) => { tp_read };
-}
-
 macro_rules! all_loops {
     ($place:literal) => {
         loops!($place:
-            base / read => loop_base_read,
-            base / rw => loop_base_rw,
-            ie / read => loop_ie_read,
-            ie / rw => loop_ie_rw,
-            std / read => loop_std_read,
-            std / rw => loop_std_rw,
-            pth / read => loop_pth_read,
-            pth / rw => loop_pth_rw,
-            tp / read => loop_tp_read,
+            base read: base_read => loop_base_read,
+            base rw: base_rw => loop_base_rw,
+            ie read: ie_read => loop_ie_read,
+            ie rw: ie_rw => loop_ie_rw,
+            std read: std_read => loop_std_read,
+            std rw: std_rw => loop_std_rw,
+            pth read: pth_read => loop_pth_read,
+            pth rw: pth_rw => loop_pth_rw,
+            tp read: tp_read => loop_tp_read,
         );
     };
 }

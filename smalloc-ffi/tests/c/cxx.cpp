@@ -3,6 +3,8 @@
 // (after calling the new-handler).
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +44,28 @@ static void handler() {
 // Keeps the compiler from eliding a new/delete pair.
 static void *volatile sink;
 
+// Whether the global definition of `name` is smalloc's.
+static bool from_smalloc(const char *name) {
+    Dl_info info;
+    void *f = dlsym(RTLD_DEFAULT, name);
+    return f && dladdr(f, &info) && info.dli_fname && std::strstr(info.dli_fname, "libsmalloc");
+}
+
 int main() {
+    const char *operators[] = {
+        "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+        "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t",
+        "_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
+        "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t", "_ZdlPvSt11align_val_t",
+        "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+        "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    };
+    for (const char *op : operators) {
+        if (!from_smalloc(op)) {
+            std::fprintf(stderr, "%s does not resolve to smalloc\n", op);
+            return 1;
+        }
+    }
     int *i = new int(42);
     CHECK(owned(i) && *i == 42);
     delete i;

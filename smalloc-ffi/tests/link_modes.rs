@@ -1,0 +1,150 @@
+//! The other ways to use the library: linked statically with the header,
+//! and loaded with `dlopen`; and the properties that make both (and
+//! `LD_PRELOAD`) safe: initial-exec TLS only, and nothing from `std`
+//! (allocation, formatting, panics, `__tls_get_addr`) reachable from any
+//! allocation entry point.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn static_link_with_the_header() {
+    let dir = scratch_dir("static_link");
+    let include = workspace_dir().join("smalloc-ffi/include");
+    let lib = lib_a();
+    let exe = compile(
+        &dir,
+        "static_link.c",
+        &[
+            "-I",
+            include.to_str().unwrap(),
+            lib.to_str().unwrap(),
+            // What `rustc --print native-static-libs` asks for.
+            "-lm",
+            "-lrt",
+            "-lutil",
+            "-lgcc_s",
+        ],
+    );
+    let out = run_ok(&mut Command::new(&exe));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "static ok\n");
+}
+
+#[test]
+fn dlopen_with_threads_created_before() {
+    let dir = scratch_dir("dlopen");
+    let exe = compile(&dir, "dlopen.c", &[]);
+    let out = run_ok(Command::new(&exe).arg(lib_so()));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "dlopen ok\n");
+}
+
+fn tool(name: &str, args: &[&str]) -> String {
+    let out = run_ok(Command::new(name).args(args).arg(lib_so()));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn tls_is_initial_exec() {
+    let dynamic = tool("readelf", &["-d", "-W"]);
+    let flags = dynamic
+        .lines()
+        .find(|l| l.contains("(FLAGS)"))
+        .expect("a FLAGS entry");
+    assert!(flags.contains("STATIC_TLS"), "{flags}");
+    let relocs = tool("readelf", &["-r", "-W"]);
+    // The initial-exec access to the core's thread slab word. (std's own
+    // thread-locals use the general-dynamic model, but none of them is
+    // reachable from an entry point: see the next test.)
+    assert!(
+        relocs.contains("R_X86_64_TPOFF64"),
+        "no initial-exec TLS relocation"
+    );
+}
+
+/// Names of every function reachable through direct calls and jumps from
+/// the library's exported allocation functions.
+fn reachable_from_entry_points() -> BTreeSet<String> {
+    let exported = tool("nm", &["-D", "--defined-only"]);
+    let roots: Vec<u64> = exported
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            (f.next()? == "T").then_some(addr)
+        })
+        .collect();
+    assert!(roots.len() >= 50, "exported functions: {}", roots.len());
+
+    // Function start address -> (name, direct branch targets).
+    let disasm = tool("objdump", &["-d", "--no-show-raw-insn"]);
+    let mut funcs: BTreeMap<u64, (String, Vec<u64>)> = BTreeMap::new();
+    let mut current = None;
+    for line in disasm.lines() {
+        if let Some(rest) = line.strip_suffix(">:") {
+            if let Some((addr, name)) = rest.split_once(" <") {
+                if let Ok(a) = u64::from_str_radix(addr.trim(), 16) {
+                    funcs.insert(a, (name.to_string(), Vec::new()));
+                    current = Some(a);
+                }
+            }
+            continue;
+        }
+        let Some(cur) = current else { continue };
+        let Some((_, insn)) = line.split_once(":\t") else {
+            continue;
+        };
+        let mut words = insn.split_whitespace();
+        let op = words.next().unwrap_or("");
+        if op.starts_with('j') || op.starts_with("call") {
+            if let Some(Ok(target)) = words.next().map(|t| u64::from_str_radix(t, 16)) {
+                funcs.get_mut(&cur).unwrap().1.push(target);
+            }
+        }
+    }
+    let containing = |addr: u64| funcs.range(..=addr).next_back().map(|(a, _)| *a);
+    let mut seen = BTreeSet::new();
+    let mut names = BTreeSet::new();
+    let mut queue: VecDeque<u64> = roots.iter().filter_map(|&r| containing(r)).collect();
+    while let Some(f) = queue.pop_front() {
+        if !seen.insert(f) {
+            continue;
+        }
+        let (name, targets) = &funcs[&f];
+        names.insert(name.clone());
+        for &t in targets {
+            if let Some(g) = containing(t) {
+                queue.push_back(g);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn no_std_tls_or_panic_reachable_from_entry_points() {
+    let names = reachable_from_entry_points();
+    // Sanity: the walk does follow calls into the core.
+    assert!(
+        names.iter().any(|n| n.contains("alloc_failover")),
+        "walk too shallow: {names:?}"
+    );
+    let forbidden = [
+        "__tls_get_addr",
+        "panic",
+        "3fmt",
+        "__rust_alloc",
+        "__rdl_alloc",
+        "_Unwind",
+        "4core6result13unwrap_failed",
+    ];
+    eprintln!("{} functions reachable: {names:?}", names.len());
+    let bad: Vec<&String> = names
+        .iter()
+        .filter(|n| forbidden.iter().any(|f| n.contains(f)))
+        .collect();
+    assert!(bad.is_empty(), "reachable from an entry point: {bad:?}");
+}
