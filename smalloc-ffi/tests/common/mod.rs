@@ -30,45 +30,39 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_dir().join("target"))
 }
 
-/// Newest modification time of the files under `dir` (recursively).
-fn newest_mtime(dir: &Path) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let t = if path.is_dir() {
-            newest_mtime(&path)
-        } else {
-            entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH)
-        };
-        newest = newest.max(t);
-    }
-    newest
+/// Modification time of `path` (the epoch if it cannot be read).
+fn mtime(path: &Path) -> SystemTime {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// A release artifact of smalloc-ffi, checked to exist and to be newer than
-/// the sources it is built from.
+/// every source file it was built from (as listed in cargo's dep-info file
+/// `libsmalloc.d` beside it).
 fn release_artifact(name: &str) -> PathBuf {
-    let path = target_dir().join("release").join(name);
-    let built = fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| {
-            panic!(
-                "{} is missing: build it first with `cargo build --release -p smalloc-ffi` \
-                 (devutils/test.sh does)",
-                path.display()
-            )
-        });
-    let ws = workspace_dir();
-    for src in [ws.join("smalloc/src"), ws.join("smalloc-ffi/src")] {
-        assert!(
-            newest_mtime(&src) <= built,
-            "{} is older than {}: rebuild it with `cargo build --release -p smalloc-ffi`",
-            path.display(),
-            src.display()
-        );
+    let release = target_dir().join("release");
+    let path = release.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with `cargo build --release -p smalloc-ffi` \
+         (devutils/test.sh does)",
+        path.display()
+    );
+    let built = mtime(&path);
+    let dep_info = fs::read_to_string(release.join("libsmalloc.d")).unwrap_or_default();
+    for line in dep_info.lines() {
+        let Some((_, sources)) = line.split_once(": ") else {
+            continue;
+        };
+        for src in sources.split_whitespace().map(Path::new) {
+            assert!(
+                mtime(src) <= built,
+                "{} is older than {}: rebuild it with `cargo build --release -p smalloc-ffi`",
+                path.display(),
+                src.display()
+            );
+        }
     }
     path
 }
