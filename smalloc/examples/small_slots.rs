@@ -16,7 +16,12 @@ const ROUNDS: usize = 7;
 
 fn rss_kib() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap();
-    s.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 4
+    s.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<usize>()
+        .unwrap()
+        * 4
 }
 
 /// One measurement in this process: slots of `slot` bytes holding u64s.
@@ -38,7 +43,9 @@ fn child(slot: usize) {
     let mut sum = 0u64;
     for _ in 0..5 {
         // SAFETY: every pointer is a live slot holding a u64.
-        sum = v.iter().fold(sum, |s, &p| s.wrapping_add(unsafe { p.read() }));
+        sum = v
+            .iter()
+            .fold(sum, |s, &p| s.wrapping_add(unsafe { p.read() }));
     }
     let read_ns = t.elapsed().as_nanos() as f64 / (5 * N) as f64;
     let kib = rss_kib() - r0;
@@ -73,7 +80,10 @@ fn main() {
             m[k][c] = median(&mut res[k].iter().map(|r| r[c]).collect::<Vec<_>>());
         }
         let mib = (m[k][2] - (N * 8 / 1024) as f64) / 1024.0;
-        println!("{slot:>3} B   {:>17.2}   {:>10.3}   {:>14.1}", m[k][0], m[k][1], mib);
+        println!(
+            "{slot:>3} B   {:>17.2}   {:>10.3}   {:>14.1}",
+            m[k][0], m[k][1], mib
+        );
     }
     println!(
         "8-byte slots vs 16-byte: alloc {:.2}x, read {:.2}x",

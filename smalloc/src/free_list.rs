@@ -134,6 +134,7 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
         // The never-used tail continues with the next slot, still unused.
         head + 1
     } else {
+        debug_assert!(head < num_slots, "used head {head} out of range");
         // SAFETY: `head` is a slot number of this region (pushes only store
         // slot numbers of the region); a stale read is caught by the CAS.
         unsafe { links.load_link(head) }
@@ -144,7 +145,10 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
     // its release sequence) we replace, so its writes happen-before ours.
     // Failure Relaxed: we discard the value.
     match flh.compare_exchange(old, new, Ordering::Acquire, Ordering::Relaxed) {
-        Ok(_) => Pop::Slot { slot: head, fresh },
+        Ok(_) => {
+            debug_assert!(next & HEAD_MASK <= num_slots, "link {next:#x} out of range");
+            Pop::Slot { slot: head, fresh }
+        }
         Err(_) => Pop::Collision,
     }
 }

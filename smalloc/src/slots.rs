@@ -78,7 +78,12 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
     let links = SlotLinks { region, sc };
     let flh = flh(slab_addr | layout::flh_addr(0, 0, sc));
     match free_list::pop(flh, &links, layout::num_slots(sc)) {
-        Pop::Slot { slot, fresh } => (links.slot_ptr(slot), fresh),
+        Pop::Slot { slot, fresh } => {
+            let p = links.slot_ptr(slot);
+            debug_assert_eq!(layout::sc_of(p.addr()), sc);
+            debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0);
+            (p, fresh)
+        }
         _ => alloc_failover(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
     }
 }

@@ -117,7 +117,9 @@ pub fn compile(dir: &Path, file: &str, extra: &[&str]) -> PathBuf {
 
 /// Runs `cmd`, asserting exit status 0; returns its output.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let output = cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     assert!(
         output.status.success(),
         "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",

@@ -6,9 +6,9 @@ import json
 import random
 
 rng = random.Random(20240601)
-N = 1_000_000
+N = 600_000
 
-# 1M tuples, each with an int, a float and a fresh string: ~3M objects.
+# 600k tuples, each with an int, a float and a fresh string: 2.4M objects.
 rows = [(rng.randrange(1 << 40), rng.random(), "k%07d" % rng.randrange(N)) for _ in range(N)]
 rows.sort()
 h = hashlib.sha256()
@@ -16,9 +16,9 @@ for r in rows[:: N // 1000]:
     h.update(repr(r).encode())
 print("sorted", len(rows), h.hexdigest())
 
-# 200k dicts with nested lists, through json and back.
+# 150k dicts with nested lists, through json and back.
 docs = [{"id": i, "name": rows[i][2], "tags": [rows[i][0] % 97, i % 13], "v": rows[i][1]}
-        for i in range(200_000)]
+        for i in range(150_000)]
 text = json.dumps(docs, sort_keys=True)
 back = json.loads(text)
 assert back == docs

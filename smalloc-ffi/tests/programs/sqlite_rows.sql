@@ -10,7 +10,7 @@ SELECT count(*), sum(grp), round(sum(val), 3) FROM t;
 SELECT grp, count(*), round(avg(val), 4), min(name), max(name) FROM t GROUP BY grp ORDER BY grp LIMIT 20;
 SELECT name, id FROM t ORDER BY name DESC, id LIMIT 10;
 SELECT count(DISTINCT name) FROM t;
-SELECT a.grp, count(*) FROM t a JOIN t b ON a.id = b.id + 1 AND a.grp = b.grp GROUP BY a.grp ORDER BY 2 DESC, 1 LIMIT 5;
+SELECT grp, count(*) FROM t WHERE name IN (SELECT name FROM t WHERE grp = 7) GROUP BY grp ORDER BY 2 DESC, 1 LIMIT 5;
 UPDATE t SET name = upper(name) WHERE grp < 100;
 DELETE FROM t WHERE id % 3 = 0;
 SELECT count(*), count(DISTINCT upper(name)) FROM t;
