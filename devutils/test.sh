@@ -19,3 +19,10 @@ cargo nextest run --workspace --no-fail-fast "$@"
 echo "== core tests again with the portable (pthread key) thread-slab fallback"
 RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \
     --target-dir target/portable-tls --no-fail-fast
+
+echo "== loom: every interleaving of the real free-list code"
+RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
+    --test loom_free_list
+echo "== loom non-vacuity: without the push counter loom must find ABA"
+RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --release \
+    --target-dir target/loom-no-counter --test loom_free_list

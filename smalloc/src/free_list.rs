@@ -34,8 +34,14 @@ use core::sync::atomic::Ordering;
 pub const HEAD_MASK: u32 = 0x7fff_ffff;
 /// The `used` flag in the flh word and in a link.
 pub const USED: u32 = 0x8000_0000;
-/// One increment of the push counter.
-pub const COUNTER_ONE: u64 = 1 << 32;
+/// One increment of the push counter. Built with
+/// `--cfg smalloc_no_push_counter` (tests only) the counter never moves, so
+/// the model checker can show that it is what prevents ABA.
+pub const COUNTER_ONE: u64 = if cfg!(smalloc_no_push_counter) {
+    0
+} else {
+    1 << 32
+};
 /// Mask of the push counter in the flh word.
 pub const COUNTER_MASK: u64 = !0xffff_ffff;
 

@@ -1,0 +1,174 @@
+//! Real programs under `LD_PRELOAD`, each compared with the same run
+//! without it: same output, exit status 0. Each preloaded run also writes
+//! smalloc's exit report (`SMALLOC_REPORT`), which proves the program's
+//! allocations really came from smalloc: the counts are read from
+//! smalloc's own free lists.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// Runs `make(dir)` once plainly and once with smalloc preloaded, each in
+/// its own empty directory; asserts both succeed with the same stdout and
+/// that some process of the preloaded run handed out at least
+/// `min_handed_out` slots from at least `min_lists` free lists. Returns the
+/// stdout.
+fn compare(
+    name: &str,
+    min_handed_out: u64,
+    min_lists: u64,
+    make: impl Fn(&Path) -> Command,
+) -> String {
+    let base = scratch_dir(name);
+    let plain_dir = base.join("plain");
+    let smalloc_dir = base.join("smalloc");
+    fs::create_dir_all(&plain_dir).unwrap();
+    fs::create_dir_all(&smalloc_dir).unwrap();
+    let report = base.join("report.txt");
+
+    let plain = run_ok(make(&plain_dir).current_dir(&plain_dir));
+    let mut cmd = make(&smalloc_dir);
+    preloaded(cmd.current_dir(&smalloc_dir)).env("SMALLOC_REPORT", &report);
+    let with = run_ok(&mut cmd);
+
+    let (a, b) = (
+        String::from_utf8_lossy(&plain.stdout),
+        String::from_utf8_lossy(&with.stdout),
+    );
+    if a != b {
+        let first = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{name}: output differs under smalloc (first differing line: {first:?})\n\
+             --- plain:\n{a}\n--- smalloc:\n{b}"
+        );
+    }
+    assert!(!a.trim().is_empty(), "{name} printed nothing");
+
+    let reports = read_reports(&report);
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.handed_out >= min_handed_out && r.lists >= min_lists),
+        "{name}: no process reports at least {min_handed_out} slots from {min_lists} lists: \
+         {reports:?}"
+    );
+    eprintln!("{name}: smalloc reports {reports:?}");
+    a.into_owned()
+}
+
+fn program(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(file)
+}
+
+/// The real Python interpreter (not a version manager's wrapper script).
+fn python() -> String {
+    let out = run_ok(Command::new("python3").args(["-c", "import sys; print(sys.executable)"]));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn python_sorts_objects_and_round_trips_json() {
+    let py = python();
+    let out = compare("python", 500_000, 5, |_| {
+        let mut c = Command::new(&py);
+        c.arg(program("objects.py"));
+        c
+    });
+    assert!(out.contains("sorted 600000"), "{out}");
+}
+
+#[test]
+fn git_on_a_throwaway_repository() {
+    let out = compare("git", 1_000, 3, |_| {
+        let mut c = Command::new("sh");
+        c.arg(program("git_ops.sh"));
+        c
+    });
+    assert!(out.contains("initial: 300 files"), "{out}");
+}
+
+#[test]
+fn sqlite3_inserts_and_queries_rows() {
+    let out = compare("sqlite3", 1_000, 3, |dir| {
+        let mut c = Command::new("sqlite3");
+        c.arg(dir.join("rows.db")).stdin(Stdio::from(
+            fs::File::open(program("sqlite_rows.sql")).unwrap(),
+        ));
+        c
+    });
+    assert!(out.starts_with("300000|"), "{out}");
+}
+
+/// A deterministic xorshift generator for the generated inputs.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn sort_of_a_large_file() {
+    let input = scratch_dir("sort_input").join("input.txt");
+    let mut rng = XorShift(0x5eed);
+    let mut text = String::with_capacity(40 << 20);
+    for i in 0..1_000_000u64 {
+        let r = rng.next();
+        text.push_str(&format!("{:016x},{},line{}\n", r, r % 100_000, i));
+    }
+    fs::write(&input, text).unwrap();
+    let out = compare("sort", 1_000, 3, |_| {
+        let mut c = Command::new("sh");
+        c.env("LC_ALL", "C").arg("-c").arg(format!(
+            "sort -S 64M --parallel=2 '{0}' | md5sum && \
+             sort -t, -k2,2n -k3,3 '{0}' | tee sorted.txt | tail -3 && md5sum < sorted.txt",
+            input.display()
+        ));
+        c
+    });
+    assert_eq!(out.lines().count(), 5, "{out}");
+}
+
+#[test]
+fn cc_compiles_a_c_file() {
+    let dir = scratch_dir("cc_source");
+    let src = dir.join("prog.c");
+    let mut c = String::from("#include <stdio.h>\n#include <string.h>\n");
+    for f in 0..600 {
+        c.push_str(&format!(
+            "static unsigned long f{f}(unsigned long x) {{\n\
+             \tunsigned long a[{n}];\n\
+             \tfor (int i = 0; i < {n}; i++) a[i] = x * {f}u + (unsigned long)i * i;\n\
+             \tswitch (x % 5) {{ case 0: return a[{m}] ^ x; case 1: return a[0] + {f}; \
+             case 2: return a[{n} - 1] - x; default: return x * 31 + a[x % {n}]; }}\n}}\n",
+            n = 8 + f % 24,
+            m = f % 8
+        ));
+    }
+    c.push_str("int main(void) {\n\tunsigned long s = 0;\n");
+    for f in 0..600 {
+        c.push_str(&format!("\ts = s * 1099511628211ul + f{f}(s + {f});\n"));
+    }
+    c.push_str("\tprintf(\"%lu\\n\", s);\n\treturn 0;\n}\n");
+    fs::write(&src, c).unwrap();
+    let out = compare("cc", 10_000, 5, |_| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!(
+            "cp '{}' prog.c && cc -O2 -c prog.c -o prog.o && md5sum prog.o && \
+             cc -O1 prog.c -o prog && ./prog",
+            src.display()
+        ));
+        c
+    });
+    assert_eq!(out.lines().count(), 2, "{out}");
+}
