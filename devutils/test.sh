@@ -7,7 +7,7 @@ bash devutils/install-deps.sh
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "== installing cargo-nextest"
-    cargo install cargo-nextest --locked
+    cargo install cargo-nextest --locked --no-default-features --features default-no-update
 fi
 
 echo "== building the release artifacts the tests use (libsmalloc.so, libsmalloc.a)"
