@@ -6,6 +6,17 @@ set -euo pipefail
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v c++ >/dev/null 2>&1 || need+=(g++)
+# bench: snmalloc-rs builds snmalloc with cmake.
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+# smalloc-ffi's tests: ELF inspection, and the real programs run under
+# LD_PRELOAD.
+command -v readelf >/dev/null 2>&1 || need+=(binutils)
+command -v objdump >/dev/null 2>&1 || need+=(binutils)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v sort >/dev/null 2>&1 || need+=(coreutils)
+command -v md5sum >/dev/null 2>&1 || need+=(coreutils)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
@@ -13,4 +24,13 @@ if [ ${#need[@]} -gt 0 ]; then
     [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+# cbindgen, pinned: smalloc-ffi's header test regenerates include/smalloc.h
+# and compares (keep in step with CBINDGEN_VERSION in
+# smalloc-ffi/tests/header.rs).
+CBINDGEN_VERSION=0.29.4
+if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
+    echo "== installing cbindgen $CBINDGEN_VERSION"
+    cargo install cbindgen --locked --version "$CBINDGEN_VERSION"
 fi

@@ -1,4 +1,89 @@
-//! The `bench --compare` tool (filled in by the bench issue).
-fn main() {
-    eprintln!("bench: not yet implemented; run `cargo run --release -p hellomalloc`");
+//! `bench --compare`: smalloc against glibc, mimalloc, jemalloc, snmalloc
+//! and rpmalloc, each driven through its `GlobalAlloc` impl in this one
+//! process (or one child process each with `--isolate`). See
+//! bench/README.md for the workloads and how to read the output.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod allocators;
+mod cli;
+mod harness;
+mod isolate;
+mod measure;
+mod report;
+#[cfg(feature = "rpmalloc")]
+mod rpmalloc_alloc;
+mod stats;
+mod workloads;
+
+use std::process::ExitCode;
+
+use cli::{Config, Format};
+
+/// The harness itself (thread spawning, result vectors, output) uses the
+/// system allocator, the same for every allocator under test.
+#[global_allocator]
+static HARNESS_ALLOC: std::alloc::System = std::alloc::System;
+
+fn list() {
+    println!("allocators: {}", allocators::all_names().join(", "));
+    println!("\nworkloads (default operations per batch):");
+    for w in workloads::ALL {
+        println!("  {:<20} {:>8}  {}", w.name, w.default_ops, w.about);
+    }
+}
+
+fn compare(c: &Config) -> Result<(), String> {
+    let (rows, usage) = if c.isolate && c.format != Format::Raw {
+        isolate::run(c)?
+    } else {
+        let progress = c.format != Format::Raw;
+        (measure::measure_all(c, progress), Vec::new())
+    };
+    let an = report::analyze(&rows);
+    match c.format {
+        Format::Text => print!("{}", report::text::render(&rows, &an, &usage, c.batches)),
+        Format::Csv => print!("{}", report::csv::render(&rows, &usage)),
+        Format::Json => print!("{}", report::json::render(&rows, &an, &usage)),
+        Format::Raw => {
+            for r in &rows {
+                for cell in &r.cells {
+                    println!("{}", isolate::raw_line(&r.spec, cell));
+                }
+            }
+        }
+    }
+    if let Some(path) = &c.svg {
+        std::fs::write(path, report::svg::render(&rows, &an))
+            .map_err(|e| format!("writing {path}: {e}"))?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let c = match cli::parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("bench: {e}\n");
+            }
+            eprint!("{}", cli::USAGE);
+            return ExitCode::from(if e.is_empty() { 0 } else { 2 });
+        }
+    };
+    if c.list {
+        list();
+        return ExitCode::SUCCESS;
+    }
+    if !c.compare {
+        eprint!("{}", cli::USAGE);
+        return ExitCode::from(2);
+    }
+    match compare(&c) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -3,19 +3,19 @@
 //! Built as `libsmalloc.so` (for `LD_PRELOAD`) and `libsmalloc.a` (for
 //! static linking). Both export:
 //!
-//! * the prefixed API declared in `include/smalloc.h` ([`prefixed`]):
+//! * the prefixed API declared in `include/smalloc.h` (`prefixed.rs`):
 //!   `smalloc_malloc`, `smalloc_free`, ...;
-//! * the standard names (`malloc`, `free`, ..., [`interpose`]) and glibc's
+//! * the standard names (`malloc`, `free`, ..., `interpose.rs`) and glibc's
 //!   `__libc_*` aliases, so the library replaces the C allocator of the
 //!   whole process;
-//! * the C++ `operator new`/`operator delete` family ([`cxx`]).
+//! * the C++ `operator new`/`operator delete` family (`cxx.rs`).
 //!
-//! Every entry point is a thin wrapper around one function of [`c_alloc`],
+//! Every entry point is a thin wrapper around one function of `c_alloc.rs`,
 //! which holds the C semantics (errno, `malloc(0)`, `realloc` edge cases,
 //! alignment rules). Slots come from the core crate's pointer-only API
 //! (`smalloc::raw`); requests above the largest slot are served by
-//! [`big`] mappings; pointers that belong to neither are *foreign* and go
-//! to the next allocator in the chain ([`next`]).
+//! `big.rs` mappings; pointers that belong to neither are *foreign* and go
+//! to the next allocator in the chain (`next.rs`).
 //!
 //! Nothing reachable from an allocation entry point uses `std`: no
 //! allocation, no formatting, no panics. `std` is linked only because a

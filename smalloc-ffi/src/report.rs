@@ -5,13 +5,14 @@
 //! handler appends one line to it:
 //!
 //! ```text
-//! smalloc pid=1234 lists=57 handed_out>=48211 frees=40007
+//! smalloc pid=1234 lists=57 handed_out>=48211 bytes>=9834112 frees=40007
 //! ```
 //!
 //! * `lists`: free lists (of a slab and size class) that were ever used;
 //! * `handed_out`: a lower bound of the slots ever handed out (the length of
 //!   the used prefix of each list whose head is still in its never-used
 //!   tail, plus one for every other used list);
+//! * `bytes`: the same lower bound in bytes (slots times their size);
 //! * `frees`: slots ever freed (the sum of the lists' push counters, each
 //!   modulo 2^32).
 //!
@@ -30,6 +31,8 @@ pub struct Usage {
     pub lists: u64,
     /// Lower bound of the slots ever handed out.
     pub handed_out: u64,
+    /// Lower bound of the bytes of those slots.
+    pub bytes: u64,
     /// Slots ever freed (modulo 2^32 per list).
     pub frees: u64,
 }
@@ -45,11 +48,13 @@ pub fn usage() -> Usage {
             }
             let low = w as u32;
             u.lists += 1;
-            u.handed_out += if low & USED == 0 {
+            let slots = if low & USED == 0 {
                 u64::from(low & HEAD_MASK)
             } else {
                 1
             };
+            u.handed_out += slots;
+            u.bytes += slots << sc;
             u.frees += w >> 32;
         }
     }
@@ -99,6 +104,8 @@ fn line(pid: u64, u: Usage) -> Line {
     l.push_u64(u.lists);
     l.push(b" handed_out>=");
     l.push_u64(u.handed_out);
+    l.push(b" bytes>=");
+    l.push_u64(u.bytes);
     l.push(b" frees=");
     l.push_u64(u.frees);
     l.push(b"\n");
@@ -137,12 +144,13 @@ mod tests {
         let u = Usage {
             lists: 3,
             handed_out: 1234567,
+            bytes: 99,
             frees: 0,
         };
         let l = line(42, u);
         assert_eq!(
             &l.buf[..l.len],
-            b"smalloc pid=42 lists=3 handed_out>=1234567 frees=0\n"
+            b"smalloc pid=42 lists=3 handed_out>=1234567 bytes>=99 frees=0\n"
         );
     }
 }

@@ -85,11 +85,11 @@ fn reachable_from_entry_points() -> BTreeSet<String> {
     let mut current = None;
     for line in disasm.lines() {
         if let Some(rest) = line.strip_suffix(">:") {
-            if let Some((addr, name)) = rest.split_once(" <") {
-                if let Ok(a) = u64::from_str_radix(addr.trim(), 16) {
-                    funcs.insert(a, (name.to_string(), Vec::new()));
-                    current = Some(a);
-                }
+            if let Some((addr, name)) = rest.split_once(" <")
+                && let Ok(a) = u64::from_str_radix(addr.trim(), 16)
+            {
+                funcs.insert(a, (name.to_string(), Vec::new()));
+                current = Some(a);
             }
             continue;
         }
@@ -99,10 +99,10 @@ fn reachable_from_entry_points() -> BTreeSet<String> {
         };
         let mut words = insn.split_whitespace();
         let op = words.next().unwrap_or("");
-        if op.starts_with('j') || op.starts_with("call") {
-            if let Some(Ok(target)) = words.next().map(|t| u64::from_str_radix(t, 16)) {
-                funcs.get_mut(&cur).unwrap().1.push(target);
-            }
+        if (op.starts_with('j') || op.starts_with("call"))
+            && let Some(Ok(target)) = words.next().map(|t| u64::from_str_radix(t, 16))
+        {
+            funcs.get_mut(&cur).unwrap().1.push(target);
         }
     }
     let containing = |addr: u64| funcs.range(..=addr).next_back().map(|(a, _)| *a);
@@ -141,7 +141,6 @@ fn no_std_tls_or_panic_reachable_from_entry_points() {
         "_Unwind",
         "4core6result13unwrap_failed",
     ];
-    eprintln!("{} functions reachable: {names:?}", names.len());
     let bad: Vec<&String> = names
         .iter()
         .filter(|n| forbidden.iter().any(|f| n.contains(f)))

@@ -5,15 +5,25 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use crate::layout::{TOTAL_BITS, TOTAL_SIZE};
 use crate::sys;
 
-/// The reservation's base address, or one of the two states below.
+/// The reservation's base address (aligned, so even), [`UNINIT`], or a
+/// "reserving" mark: `pid << 1 | 1`, set while one thread of process `pid`
+/// makes the reservation and the others wait.
+///
+/// The pid in the mark makes `fork` safe: a child forked while its parent
+/// was reserving inherits a mark with the parent's pid, which no thread of
+/// the child will ever clear; the child sees a pid not its own, knows the
+/// mark is stale and starts over.
 static BASE: AtomicUsize = AtomicUsize::new(UNINIT);
 /// No reservation yet.
 const UNINIT: usize = 0;
-/// One thread is making the reservation; others wait for it.
-const RESERVING: usize = 1;
 
-/// The base address if the reservation exists; a value `<= RESERVING`
-/// otherwise.
+/// This process's "reserving" mark.
+fn reserving_mark() -> usize {
+    (sys::pid() << 1) | 1
+}
+
+/// The base address if the reservation exists; [`UNINIT`] or a reserving
+/// mark otherwise.
 #[inline(always)]
 pub fn base_raw() -> usize {
     // Acquire: pairs with the Release store in `init`, so a thread that
@@ -24,7 +34,7 @@ pub fn base_raw() -> usize {
 /// Whether `raw` (from [`base_raw`]) is a real base.
 #[inline(always)]
 pub fn is_ready(raw: usize) -> bool {
-    raw > RESERVING
+    raw != UNINIT && raw & 1 == 0
 }
 
 /// The base address, reserving on the first call. `None` when the operating
@@ -32,17 +42,24 @@ pub fn is_ready(raw: usize) -> bool {
 #[cold]
 #[inline(never)]
 pub fn init() -> Option<usize> {
+    let mark = reserving_mark();
     loop {
         // Acquire on both outcomes: a thread that sees a finished base must
         // see the reservation (as in `base_raw`).
-        match BASE.compare_exchange(UNINIT, RESERVING, Ordering::Acquire, Ordering::Acquire) {
+        match BASE.compare_exchange(UNINIT, mark, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 let base = reserve();
                 // Release: publishes the reservation with its address.
                 BASE.store(base.unwrap_or(UNINIT), Ordering::Release);
                 return base;
             }
-            Err(RESERVING) => sys::yield_now(),
+            Err(cur) if cur == mark => sys::yield_now(),
+            Err(cur) if cur & 1 == 1 => {
+                // A mark of another process: inherited through fork from a
+                // parent that was reserving. Nobody here will finish it.
+                // Relaxed: nothing is published by clearing it.
+                let _ = BASE.compare_exchange(cur, UNINIT, Ordering::Relaxed, Ordering::Relaxed);
+            }
             Err(base) => return Some(base),
         }
     }
@@ -72,4 +89,42 @@ fn reserve() -> Option<usize> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reserving_mark_inherited_through_fork_is_cleared() {
+        // What a child forked mid-reservation sees: its parent's mark.
+        let parent_mark = ((sys::pid() + 1) << 1) | 1;
+        BASE.store(parent_mark, Ordering::Relaxed);
+        assert!(!is_ready(base_raw()));
+        let base = init().expect("reservation");
+        assert!(is_ready(base));
+        assert_eq!(base_raw(), base);
+        assert_eq!(base % TOTAL_SIZE, 0);
+    }
+
+    #[test]
+    fn a_fork_child_of_a_reserving_parent_can_allocate() {
+        // The real thing: fork while the mark is set (as if another thread
+        // were reserving), then allocate in the child.
+        BASE.store(reserving_mark(), Ordering::Relaxed);
+        // SAFETY: the child only calls async-signal-safe code plus our
+        // allocator (no locks), then _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = init().is_some();
+            // SAFETY: _exit never returns.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        BASE.store(UNINIT, Ordering::Relaxed);
+    }
 }

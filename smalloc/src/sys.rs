@@ -60,6 +60,12 @@ pub fn page_size() -> usize {
     if n > 0 { n as usize } else { 4096 }
 }
 
+/// This process's id.
+pub fn pid() -> usize {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as usize }
+}
+
 /// Lets another thread run.
 pub fn yield_now() {
     // SAFETY: sched_yield has no preconditions.

@@ -89,7 +89,10 @@ static void test_realloc(void) {
     q = reallocarray(q, 10, 100);
     CHECK(q != NULL && malloc_usable_size(q) >= 1000 && check_fill(q, 32, 3));
     free(q);
-    CHECK(reallocarray(NULL, 0, 0) != NULL || errno == 0);
+    /* reallocarray(NULL, 0, n) is malloc(0): a unique pointer. */
+    void *z = reallocarray(NULL, 0, 8);
+    CHECK(z != NULL && smalloc_owned(z));
+    free(z);
 }
 
 static void check_aligned_block(void *p, size_t align, size_t size) {
@@ -179,7 +182,6 @@ static void test_calloc_rss(void) {
     free(p);
     p = calloc(1, (3 << 20) - 100);
     for (size_t i = 0; i < (3 << 20) - 100; i++) CHECK(p[i] == 0);
-    CHECK(p[(3 << 20) - 100] == 0x77 || 1);
     free(p);
     /* A big (above 2 GiB) calloc is a fresh mapping: zero and not resident. */
     before = resident_kib();

@@ -152,6 +152,7 @@ pub fn run_preloaded_expect(exe: &Path, args: &[&OsStr], expect: &str) {
 pub struct Report {
     pub lists: u64,
     pub handed_out: u64,
+    pub bytes: u64,
     pub frees: u64,
 }
 
@@ -171,6 +172,7 @@ pub fn read_reports(path: &Path) -> Vec<Report> {
             Some(Report {
                 lists: field(" lists=")?,
                 handed_out: field(" handed_out>=")?,
+                bytes: field(" bytes>=")?,
                 frees: field(" frees=")?,
             })
         })

@@ -28,6 +28,6 @@ print("json", len(text), hashlib.sha256(json.dumps(back[:5000]).encode()).hexdig
 # A dict and a set of strings, grown and shrunk.
 d = {r[2]: r[0] for r in rows}
 s = set(d)
-for k in list(s)[::2]:
+for k in sorted(s)[::2]:
     del d[k]
 print("dict", len(d), sum(d.values()) % 1000003)

@@ -1,0 +1,176 @@
+//! Worker threads and the timed region.
+//!
+//! A batch starts `threads` fresh worker threads. Each runs the allocator's
+//! thread hook, does its untimed setup, then meets the others at the
+//! [`Gate`]; the clock starts when all have arrived and stops when the last
+//! one calls [`Gate::stop`]. Untimed cleanup may follow `stop`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::allocators::BenchAlloc;
+
+/// The start line and finish line of one batch.
+pub struct Gate {
+    barrier: Barrier,
+    base: Instant,
+    start_ns: AtomicU64,
+    end_ns: AtomicU64,
+}
+
+/// Proof that a worker stopped its clock, with its operation count.
+pub struct Done(u64);
+
+impl Gate {
+    fn new(threads: usize) -> Gate {
+        Gate {
+            barrier: Barrier::new(threads),
+            base: Instant::now(),
+            start_ns: AtomicU64::new(u64::MAX),
+            end_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Waits until every worker is ready; the clock runs from the first
+    /// worker leaving the barrier.
+    pub fn start(&self) {
+        self.barrier.wait();
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.start_ns.fetch_min(now, Ordering::Relaxed);
+    }
+
+    /// Stops this worker's clock after `ops` operations.
+    pub fn stop(&self, ops: u64) -> Done {
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.end_ns.fetch_max(now, Ordering::Relaxed);
+        Done(ops)
+    }
+
+    fn elapsed(&self) -> Duration {
+        let start = self.start_ns.load(Ordering::Relaxed);
+        let end = self.end_ns.load(Ordering::Relaxed);
+        Duration::from_nanos(end.saturating_sub(start).max(1))
+    }
+}
+
+/// What one batch measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch {
+    /// Operations done by all workers.
+    pub ops: u64,
+    /// Wall time from the gate opening to the last worker stopping.
+    pub elapsed: Duration,
+}
+
+impl Batch {
+    /// Nanoseconds per operation (wall time over all threads' operations).
+    pub fn ns_per_op(&self) -> f64 {
+        self.elapsed.as_nanos() as f64 / self.ops.max(1) as f64
+    }
+}
+
+/// Runs `f(thread_index, gate)` on `threads` fresh threads and times the
+/// region between `gate.start()` and the last `gate.stop()`.
+pub fn run<A, F>(a: &'static A, threads: usize, f: F) -> Batch
+where
+    A: BenchAlloc,
+    F: Fn(usize, &Gate) -> Done + Sync,
+{
+    let gate = Gate::new(threads);
+    let ops = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (gate, f) = (&gate, &f);
+                s.spawn(move || worker(a, || f(t, gate)).0)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    Batch {
+        ops,
+        elapsed: gate.elapsed(),
+    }
+}
+
+/// Like [`run`], but for smalloc the workers are all on one slab: threads
+/// are started one at a time and kept only if their first allocation came
+/// from the first thread's slab (smalloc deals slabs round-robin, so this
+/// takes about `16 * threads` thread starts, all untimed). Other
+/// allocators get `threads` ordinary workers.
+pub fn run_on_one_slab<A, F>(a: &'static A, threads: usize, f: F) -> Batch
+where
+    A: BenchAlloc,
+    F: Fn(usize, &Gate) -> Done + Sync,
+{
+    if !A::IS_SMALLOC {
+        return run(a, threads, f);
+    }
+    let gate = Gate::new(threads);
+    let ops = thread::scope(|s| {
+        let mut kept = Vec::with_capacity(threads);
+        let mut target = None;
+        while kept.len() < threads {
+            let (report_tx, report_rx) = mpsc::channel::<usize>();
+            let (decide_tx, decide_rx) = mpsc::channel::<bool>();
+            let (gate, f, t) = (&gate, &f, kept.len());
+            let h = s.spawn(move || {
+                worker(a, || {
+                    report_tx.send(probe_slab(a)).unwrap();
+                    if decide_rx.recv().unwrap() {
+                        f(t, gate)
+                    } else {
+                        Done(0)
+                    }
+                })
+                .0
+            });
+            let slab = report_rx.recv().unwrap();
+            let stay = *target.get_or_insert(slab) == slab;
+            decide_tx.send(stay).unwrap();
+            if stay {
+                kept.push(h);
+            } else {
+                h.join().unwrap();
+            }
+        }
+        kept.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    Batch {
+        ops,
+        elapsed: gate.elapsed(),
+    }
+}
+
+/// The slab of this thread's allocations (smalloc's address layout).
+fn probe_slab<A: BenchAlloc>(a: &'static A) -> usize {
+    let layout = std::alloc::Layout::from_size_align(16, 8).unwrap();
+    // SAFETY: a valid non-zero layout; the block is freed right away.
+    unsafe {
+        let p = a.alloc(layout);
+        assert!(!p.is_null(), "probe allocation failed");
+        let slab = smalloc::layout::slab_of(p.addr());
+        a.dealloc(p, layout);
+        slab
+    }
+}
+
+/// Runs `f` on a fresh thread with the allocator's thread hooks around it
+/// (for setup and cleanup that must not run on the harness's own threads).
+pub fn on_worker<A, R, F>(a: &'static A, f: F) -> R
+where
+    A: BenchAlloc,
+    R: Send,
+    F: FnOnce() -> R + Send,
+{
+    thread::scope(|s| s.spawn(move || worker(a, f)).join().unwrap())
+}
+
+/// The body of every worker thread: hooks around `f`.
+fn worker<A: BenchAlloc, R>(a: &'static A, f: impl FnOnce() -> R) -> R {
+    a.thread_start();
+    let r = f();
+    a.thread_end();
+    r
+}
