@@ -260,10 +260,14 @@ mod tests {
     #[test]
     fn check_catches_a_changed_byte() {
         let mut v = vec![0u8; 300];
+        // SAFETY: the ranges lie inside the vector `v`.
         unsafe { fill(v.as_mut_ptr(), 300, 5) };
+        // SAFETY: the ranges lie inside the vector `v`.
         assert_eq!(unsafe { check(v.as_ptr(), 300, 5) }, Ok(()));
         v[177] ^= 1;
+        // SAFETY: the ranges lie inside the vector `v`.
         assert_eq!(unsafe { check(v.as_ptr(), 300, 5) }, Err(177));
+        // SAFETY: the ranges lie inside the vector `v`.
         assert!(unsafe { check(v.as_ptr(), 300, 6) }.is_err());
     }
 
@@ -296,9 +300,12 @@ mod tests {
     #[test]
     fn sparse_sample_covers_ends() {
         let mut v = vec![0u8; 10_000];
+        // SAFETY: the ranges lie inside the vector `v`.
         unsafe { fill_sparse(v.as_mut_ptr(), v.len(), 9) };
+        // SAFETY: the ranges lie inside the vector `v`.
         assert!(unsafe { check_sparse(v.as_ptr(), v.len(), 9) }.is_ok());
         v[9_999] ^= 0xff;
+        // SAFETY: the ranges lie inside the vector `v`.
         assert_eq!(unsafe { check_sparse(v.as_ptr(), v.len(), 9) }, Err(9_999));
     }
 }

@@ -72,6 +72,10 @@ impl Smalloc {
     }
 }
 
+// SAFETY: every block handed out is a slot (or mapping) of at least the
+// requested size and alignment that no other live block overlaps: a slot is
+// owned by whoever popped it from its free list until it is pushed back
+// (free_list.rs), and dealloc/realloc only push slots the caller owns.
 unsafe impl GlobalAlloc for Smalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

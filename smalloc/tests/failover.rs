@@ -17,10 +17,12 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     let per_slab = num_slots(sc) as usize;
     let l = Layout::from_size_align(1 << sc, 1).unwrap();
     let mut got = Vec::new();
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let first = unsafe { A.alloc(l) };
     let home = slab_of(first.addr());
     got.push(first);
     for _ in 1..per_slab {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         got.push(unsafe { A.alloc(l) });
     }
     assert!(
@@ -29,6 +31,7 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     );
 
     // The home slab is empty: the next slot comes from another slab ...
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let moved = unsafe { A.alloc(l) };
     let new_home = slab_of(moved.addr());
     assert_ne!(new_home, home);
@@ -36,12 +39,15 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     got.push(moved);
     // ... and the thread stays there, for other size classes too.
     let small = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let s = unsafe { A.alloc(small) };
     assert_eq!(slab_of(s.addr()), new_home);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(s, small) };
 
     // Use up every slab of this size class.
     while got.len() < per_slab * NUM_SLABS {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let p = unsafe { A.alloc(l) };
         assert_eq!(sc_of(p.addr()), sc, "after {} slots", got.len());
         got.push(p);
@@ -55,18 +61,22 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     let mut bigger = Vec::new();
     let top = num_slots(MAX_SC) as usize * NUM_SLABS;
     for _ in 0..top {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let p = unsafe { A.alloc(l) };
         assert!(!p.is_null());
         assert_eq!(sc_of(p.addr()), MAX_SC);
         bigger.push(p);
     }
     // Nothing left at all: null, not a crash.
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert!(unsafe { A.alloc(l) }.is_null());
     let top_l = Layout::from_size_align(1 << MAX_SC, 1).unwrap();
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert!(unsafe { A.alloc(top_l) }.is_null());
 
     // Touch a few of them for real: first and last byte.
     for &p in got.iter().step_by(37).chain(bigger.iter().step_by(29)) {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe {
             p.write(0xa5);
             p.add((1 << sc) - 1).write(0x5a);
@@ -76,6 +86,8 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
 
     // Freeing one slot makes it available again (to a thread on any slab).
     let back = got.pop().unwrap();
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(back, l) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert_eq!(unsafe { A.alloc(l) }, back);
 }

@@ -4,7 +4,7 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use devutils::{check, fill};
 use smalloc::Smalloc;
-use smalloc::layout::sc_of;
+use smalloc::layout::{MAX_SC, MAX_SLOT_SIZE, sc_of};
 
 static A: Smalloc = Smalloc::new();
 
@@ -14,8 +14,10 @@ fn l(size: usize) -> Layout {
 
 #[test]
 fn growth_jumps_to_the_grower_size_classes() {
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let p = unsafe { A.alloc(l(10)) };
     assert_eq!(sc_of(p.addr()), 4);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill(p, 10, 10) };
     // (new size, size class it must land in)
     let steps: &[(usize, u32)] = &[
@@ -34,7 +36,9 @@ fn growth_jumps_to_the_grower_size_classes() {
     ];
     let mut p = p;
     let mut size = 10;
-    for &(new, sc) in steps {
+    // Under Miri's small geometry, the steps that still land in a slot.
+    for &(new, sc) in steps.iter().take_while(|&&(_, sc)| sc <= MAX_SC) {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert!(!q.is_null());
         assert_eq!(sc_of(q.addr()), sc, "realloc {size} -> {new}");
@@ -42,51 +46,71 @@ fn growth_jumps_to_the_grower_size_classes() {
             assert_eq!(q, p, "{size} -> {new} fits the slot and must stay");
         }
         assert_eq!(
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { check(q, size, size as u64) },
             Ok(()),
             "{size} -> {new}"
         );
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill(q, new, new as u64) };
         p = q;
         size = new;
     }
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(p, l(size)) };
 }
 
 #[test]
 fn growth_keeps_contents() {
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let mut p = unsafe { A.alloc(l(1)) };
     let mut size = 1;
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill(p, 1, 1) };
-    while size < 5 << 20 {
+    // Under Miri: past the largest slot (32 KiB) into big mappings, but not
+    // to 5 MiB, which Miri would fill and check byte by byte for minutes.
+    let top = if cfg!(miri) { 256 << 10 } else { 5 << 20 };
+    while size < top {
         let new = size * 3 / 2 + 1;
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert!(!q.is_null());
         assert_eq!(
+            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
             unsafe { check(q, size, size as u64) },
             Ok(()),
             "{size} -> {new}"
         );
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill(q, new, new as u64) };
         p = q;
         size = new;
     }
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(p, l(size)) };
 }
 
 #[test]
 fn shrink_stays_in_place() {
-    let p = unsafe { A.alloc(l(1 << 20)) };
+    // A 1 MiB slot (the largest slot under Miri's small geometry).
+    let top = MAX_SLOT_SIZE.min(1 << 20);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let p = unsafe { A.alloc(l(top)) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill(p, 1000, 9) };
-    let mut size = 1 << 20;
-    for new in [500_000, 4096, 1000, 17, 1] {
+    let mut size = top;
+    for new in [500_000.min(top / 2), 4096, 1000, 17, 1] {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert_eq!(q, p);
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert_eq!(unsafe { check(q, new.min(1000), 9) }, Ok(()));
         size = new;
     }
     // And growing back within the slot stays too.
-    let q = unsafe { A.realloc(p, l(size), 1 << 20) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let q = unsafe { A.realloc(p, l(size), top) };
     assert_eq!(q, p);
-    unsafe { A.dealloc(q, l(1 << 20)) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    unsafe { A.dealloc(q, l(top)) };
 }

@@ -11,20 +11,49 @@ static A: Smalloc = Smalloc::new();
 /// Full fill/check for small blocks, sampled for large ones.
 const FULL_CHECK_LIMIT: usize = 64 * 1024;
 
+/// Size bands and operation counts; Miri runs a smaller version (its slots
+/// end at 32 KiB, and it interprets every byte written).
+#[cfg(not(miri))]
+mod scale {
+    pub const MEDIUM: usize = 256 * 1024;
+    pub const LARGE: usize = 64 << 20;
+    pub const HUGE: usize = 256 << 20;
+    pub const MAX_ALIGN_BITS: u64 = 21;
+    pub const OPS: usize = 20_000;
+}
+#[cfg(miri)]
+mod scale {
+    pub const MEDIUM: usize = 16 * 1024;
+    pub const LARGE: usize = 128 * 1024;
+    pub const HUGE: usize = 512 * 1024;
+    pub const MAX_ALIGN_BITS: u64 = 18;
+    pub const OPS: usize = 400;
+}
+use scale::*;
+
+/// The block's pointer, with the provenance exposed when it was recorded.
+fn ptr_of(b: &Block) -> *mut u8 {
+    std::ptr::with_exposed_provenance_mut(b.addr)
+}
+
 fn fill_block(b: &Block) {
-    let p = b.addr as *mut u8;
+    let p = ptr_of(b);
     if b.size <= FULL_CHECK_LIMIT {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill(p, b.size, b.tag) }
     } else {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { fill_sparse(p, b.size, b.tag) }
     }
 }
 
 fn check_block(b: &Block, len: usize) {
-    let p = b.addr as *const u8;
+    let p = ptr_of(b);
     let r = if len <= FULL_CHECK_LIMIT {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { check(p, len, b.tag) }
     } else {
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { check_sparse(p, len, b.tag) }
     };
     assert_eq!(r, Ok(()), "block {b:x?} corrupted (checked {len} bytes)");
@@ -33,13 +62,13 @@ fn check_block(b: &Block, len: usize) {
 fn random_layout(rng: &mut Rng) -> Layout {
     let size = match rng.below(100) {
         0..=59 => rng.log_size(1, 1024),
-        60..=89 => rng.log_size(1024, 256 * 1024),
-        90..=98 => rng.log_size(256 * 1024, 64 << 20),
+        60..=89 => rng.log_size(1024, MEDIUM),
+        90..=98 => rng.log_size(MEDIUM, LARGE),
         // Rare, and bounded: a realloc copies (and so makes resident) the
         // whole block. Sizes past the largest slot are covered in big.rs.
-        _ => rng.log_size(64 << 20, 256 << 20),
+        _ => rng.log_size(LARGE, HUGE),
     };
-    let max_align_bits = if rng.chance(1, 10) { 21 } else { 5 };
+    let max_align_bits = if rng.chance(1, 10) { MAX_ALIGN_BITS } else { 5 };
     let align = 1usize << rng.below(max_align_bits);
     Layout::from_size_align(size, align).unwrap()
 }
@@ -53,6 +82,7 @@ fn run(seed: u64, ops: usize) {
             0..=3 => {
                 let l = random_layout(&mut rng);
                 let zeroed = rng.chance(1, 3);
+                // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                 let p = unsafe {
                     if zeroed {
                         A.alloc_zeroed(l)
@@ -63,11 +93,13 @@ fn run(seed: u64, ops: usize) {
                 assert!(!p.is_null(), "{l:?}");
                 if zeroed {
                     let n = l.size().min(FULL_CHECK_LIMIT);
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     assert!(unsafe { is_zero(p, n) }, "alloc_zeroed not zero: {l:?}");
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     assert_eq!(unsafe { p.add(l.size() - 1).read() }, 0);
                 }
                 let b = Block {
-                    addr: p.addr(),
+                    addr: p.expose_provenance(),
                     size: l.size(),
                     align: l.align(),
                     tag,
@@ -79,7 +111,8 @@ fn run(seed: u64, ops: usize) {
                 if let Some(b) = shadow.take_random(&mut rng) {
                     check_block(&b, b.size);
                     let l = Layout::from_size_align(b.size, b.align).unwrap();
-                    unsafe { A.dealloc(b.addr as *mut u8, l) };
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+                    unsafe { A.dealloc(ptr_of(&b), l) };
                 }
             }
             _ => {
@@ -87,7 +120,8 @@ fn run(seed: u64, ops: usize) {
                     check_block(&b, b.size);
                     let l = Layout::from_size_align(b.size, b.align).unwrap();
                     let new_size = random_layout(&mut rng).size();
-                    let q = unsafe { A.realloc(b.addr as *mut u8, l, new_size) };
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+                    let q = unsafe { A.realloc(ptr_of(&b), l, new_size) };
                     assert!(!q.is_null());
                     // What survives: all of a fully filled block up to the
                     // new size; the head of a sparsely filled one.
@@ -97,10 +131,11 @@ fn run(seed: u64, ops: usize) {
                         64
                     }
                     .min(new_size);
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     let r = unsafe { check(q, kept, b.tag) };
                     assert_eq!(r, Ok(()), "realloc {b:x?} to {new_size} lost contents");
                     let nb = Block {
-                        addr: q.addr(),
+                        addr: q.expose_provenance(),
                         size: new_size,
                         align: b.align,
                         tag,
@@ -113,9 +148,10 @@ fn run(seed: u64, ops: usize) {
     }
     for b in shadow.drain() {
         check_block(&b, b.size);
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe {
             A.dealloc(
-                b.addr as *mut u8,
+                ptr_of(&b),
                 Layout::from_size_align(b.size, b.align).unwrap(),
             )
         };
@@ -124,18 +160,18 @@ fn run(seed: u64, ops: usize) {
 
 #[test]
 fn random_sequence_seed_1() {
-    run(1, 20_000);
+    run(1, OPS);
 }
 
 #[test]
 fn random_sequence_seed_2() {
-    run(2, 20_000);
+    run(2, OPS);
 }
 
 #[test]
 fn random_sequences_on_four_threads() {
     let hs: Vec<_> = (10..14)
-        .map(|s| std::thread::spawn(move || run(s, 10_000)))
+        .map(|s| std::thread::spawn(move || run(s, OPS / 2)))
         .collect();
     for h in hs {
         h.join().unwrap();

@@ -14,6 +14,24 @@ use smalloc::layout::NUM_SLABS;
 
 static A: Smalloc = Smalloc::new();
 
+/// Workload sizes: Miri interprets every instruction, so it runs the same
+/// thread counts with far fewer operations (and smaller blocks).
+#[cfg(not(miri))]
+mod scale {
+    pub const MAX_SIZE: usize = 20_000;
+    pub const ROUNDS: u64 = 3000;
+    pub const HAMMER_ROUNDS: u64 = 20_000;
+    pub const HANDOFFS: u64 = 100_000;
+}
+#[cfg(miri)]
+mod scale {
+    pub const MAX_SIZE: usize = 2_000;
+    pub const ROUNDS: u64 = 30;
+    pub const HAMMER_ROUNDS: u64 = 150;
+    pub const HANDOFFS: u64 = 300;
+}
+use scale::*;
+
 /// Addresses currently live: an insert that finds the address already
 /// present is a slot handed out twice.
 #[derive(Default)]
@@ -48,29 +66,33 @@ fn layout(size: usize) -> Layout {
 }
 
 fn new_block(reg: &Registry, rng: &mut Rng, tag: u64) -> Block {
-    let size = rng.log_size(1, 20_000);
+    let size = rng.log_size(1, MAX_SIZE);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let p = unsafe { A.alloc(layout(size)) };
     assert!(!p.is_null());
     reg.take(p);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill(p, size, tag) };
     Block { p, size, tag }
 }
 
 fn free_block(reg: &Registry, b: Block) {
     assert_eq!(
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe { check(b.p, b.size, b.tag) },
         Ok(()),
         "block {:p} corrupted",
         b.p
     );
     reg.give_back(b.p);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(b.p, layout(b.size)) };
 }
 
 #[test]
 fn cross_thread_frees_with_more_threads_than_slabs() {
     let threads = 3 * NUM_SLABS;
-    let rounds = 3000;
+    let rounds = ROUNDS;
     let reg = Arc::new(Registry::default());
     // Thread i sends some of its blocks to thread i+1, which frees them.
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..threads).map(|_| mpsc::channel::<Block>()).unzip();
@@ -127,23 +149,28 @@ fn hammering_one_size_class_never_duplicates_a_slot() {
             thread::spawn(move || {
                 let l = Layout::from_size_align(16, 16).unwrap();
                 let mut held = Vec::with_capacity(64);
-                for r in 0..20_000u64 {
+                for r in 0..HAMMER_ROUNDS {
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     let p = unsafe { A.alloc(l) };
                     assert!(!p.is_null());
                     reg.take(p);
                     let tag = ((i as u64) << 40) | r;
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     unsafe { (p as *mut u64).write(tag) };
                     held.push((p, tag));
                     if held.len() == 64 || r % 3 == 0 {
                         while let Some((p, tag)) = held.pop() {
+                            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                             assert_eq!(unsafe { (p as *mut u64).read() }, tag);
                             reg.give_back(p);
+                            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                             unsafe { A.dealloc(p, l) };
                         }
                     }
                 }
                 for (p, _) in held {
                     reg.give_back(p);
+                    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     unsafe { A.dealloc(p, l) };
                 }
             })
@@ -168,9 +195,9 @@ fn producer_consumer_frees_everything_on_the_other_thread() {
         n
     });
     let mut rng = Rng::new(99);
-    for t in 0..100_000 {
+    for t in 0..HANDOFFS {
         tx.send(new_block(&reg, &mut rng, t)).unwrap();
     }
     drop(tx);
-    assert_eq!(consumer.join().unwrap(), 100_000);
+    assert_eq!(consumer.join().unwrap(), HANDOFFS);
 }

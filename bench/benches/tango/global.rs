@@ -1,0 +1,72 @@
+//! The global allocator of this bench binary: smalloc, unless a
+//! `global-*` cargo feature of the bench package picks a peer. The tango
+//! harness itself runs on the same allocator (in each side's own process).
+
+#[cfg(not(any(
+    feature = "global-system",
+    feature = "global-mimalloc",
+    feature = "global-jemalloc",
+    feature = "global-snmalloc",
+    feature = "global-rpmalloc"
+)))]
+mod chosen {
+    #[global_allocator]
+    static GLOBAL: smalloc::Smalloc = smalloc::Smalloc::new();
+    pub const NAME: &str = "smalloc";
+}
+
+#[cfg(feature = "global-system")]
+mod chosen {
+    pub const NAME: &str = "system";
+}
+
+#[cfg(all(feature = "global-mimalloc", not(feature = "global-system")))]
+mod chosen {
+    #[global_allocator]
+    static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+    pub const NAME: &str = "mimalloc";
+}
+
+#[cfg(all(
+    feature = "global-jemalloc",
+    not(any(feature = "global-system", feature = "global-mimalloc"))
+))]
+mod chosen {
+    #[global_allocator]
+    static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+    pub const NAME: &str = "jemalloc";
+}
+
+#[cfg(all(
+    feature = "global-snmalloc",
+    not(any(
+        feature = "global-system",
+        feature = "global-mimalloc",
+        feature = "global-jemalloc"
+    ))
+))]
+mod chosen {
+    #[global_allocator]
+    static GLOBAL: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
+    pub const NAME: &str = "snmalloc";
+}
+
+#[cfg(all(
+    feature = "global-rpmalloc",
+    not(any(
+        feature = "global-system",
+        feature = "global-mimalloc",
+        feature = "global-jemalloc",
+        feature = "global-snmalloc"
+    ))
+))]
+mod chosen {
+    #[global_allocator]
+    static GLOBAL: crate::rpmalloc_global::RpMalloc = crate::rpmalloc_global::RpMalloc;
+    pub const NAME: &str = "rpmalloc";
+}
+
+/// The name of this binary's global allocator (if several `global-*`
+/// features are on, the first of system, mimalloc, jemalloc, snmalloc,
+/// rpmalloc wins).
+pub const NAME: &str = chosen::NAME;

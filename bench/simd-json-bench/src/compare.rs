@@ -1,0 +1,204 @@
+//! `--compare NAME=BIN,...`: runs each build (one binary per allocator
+//! feature) as a child process, interleaved over rounds (round r starts with
+//! build r mod n), and prints the median throughput of every (document,
+//! parser) cell per build with smalloc's ratio to each other build.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::cli::Options;
+
+/// Key of a cell: (document, parser), in first-seen order via `order`.
+type Cell = (String, String);
+
+/// Everything the runs reported.
+#[derive(Default)]
+struct Results {
+    /// Cells in the order the children print them.
+    order: Vec<Cell>,
+    /// MB/s of every run, per cell and build index.
+    mbps: BTreeMap<Cell, Vec<Vec<f64>>>,
+    /// Peak RSS in KiB of every run, per build index.
+    rss: Vec<Vec<u64>>,
+}
+
+/// Runs `bin` once with `args`; returns its CSV output.
+fn run_child(bin: &Path, args: &[String]) -> Result<String, String> {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed ({}):\n{}",
+            bin.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|e| format!("{}: {e}", bin.display()))
+}
+
+impl Results {
+    /// Adds one run of build `b`.
+    fn add(&mut self, b: usize, builds: usize, csv: &str) -> Result<(), String> {
+        if self.rss.is_empty() {
+            self.rss = vec![Vec::new(); builds];
+        }
+        for line in csv.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            if f[0] == "# peak_rss_kib" {
+                self.rss[b].push(f[1].parse().map_err(|_| format!("bad line {line:?}"))?);
+                continue;
+            }
+            if f.len() != 6 {
+                return Err(format!("bad line {line:?}"));
+            }
+            let cell = (f[1].to_string(), f[2].to_string());
+            let v: f64 = f[5].parse().map_err(|_| format!("bad line {line:?}"))?;
+            if !self.mbps.contains_key(&cell) {
+                self.order.push(cell.clone());
+            }
+            self.mbps
+                .entry(cell)
+                .or_insert_with(|| vec![Vec::new(); builds])[b]
+                .push(v);
+        }
+        Ok(())
+    }
+}
+
+/// The median of `v` (not empty).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Median absolute deviation in percent of the median.
+fn mad_pct(v: &[f64]) -> f64 {
+    let m = median(v);
+    let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    if m > 0.0 {
+        median(&dev) / m * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// Checks that each binary was built with the allocator it is named after.
+fn check_builds(builds: &[(String, std::path::PathBuf)]) -> Result<(), String> {
+    for (name, bin) in builds {
+        let which = run_child(bin, &["--which".to_string()])?;
+        if which.trim() != name && !name.starts_with(which.trim()) {
+            eprintln!(
+                "note: {} reports allocator {:?}, labelled {name:?}",
+                bin.display(),
+                which.trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `--compare` mode.
+pub fn run(opts: &Options) -> Result<(), String> {
+    let builds = &opts.compare;
+    check_builds(builds)?;
+    let args = opts.child_args();
+    let n = builds.len();
+    let mut res = Results::default();
+    for round in 0..opts.rounds {
+        for k in 0..n {
+            let b = (round + k) % n;
+            eprintln!("round {}/{}: {}", round + 1, opts.rounds, builds[b].0);
+            let csv = run_child(&builds[b].1, &args)?;
+            res.add(b, n, &csv)?;
+        }
+    }
+    print_table(opts, &res);
+    Ok(())
+}
+
+fn print_table(opts: &Options, res: &Results) {
+    let names: Vec<&str> = opts.compare.iter().map(|(n, _)| n.as_str()).collect();
+    let reference = names.iter().position(|&n| n == "smalloc").unwrap_or(0);
+    let others: Vec<usize> = (0..names.len()).filter(|&i| i != reference).collect();
+    let source = match &opts.data {
+        Some(d) => d.display().to_string(),
+        None => format!("generated (scale {})", opts.scale),
+    };
+    println!(
+        "simd-json-bench --compare: {} rounds, documents: {source}, threads: {}",
+        opts.rounds, opts.threads
+    );
+    println!(
+        "MB/s: median of {rounds} runs (±: median absolute deviation); ratio = {r} time / peer time \
+         (= peer MB/s / {r} MB/s), below 1.00 = {r} faster",
+        rounds = opts.rounds,
+        r = names[reference]
+    );
+    print!("{:<22}{:<14}", "file", "parser");
+    for n in &names {
+        print!("{n:>16}");
+    }
+    for &o in &others {
+        print!("{:>11}", format!("/{}", names[o]));
+    }
+    println!();
+    let mut logs = vec![0.0; names.len()];
+    let mut wins = vec![0usize; names.len()];
+    for cell in &res.order {
+        let runs = &res.mbps[cell];
+        let med: Vec<f64> = runs.iter().map(|r| median(r)).collect();
+        print!("{:<22}{:<14}", cell.0, cell.1);
+        for r in runs {
+            let s = format!("{:.1} ±{:.0}%", median(r), mad_pct(r));
+            print!("{s:>16}");
+        }
+        for &o in &others {
+            let ratio = med[o] / med[reference];
+            logs[o] += ratio.ln();
+            if ratio < 1.0 {
+                wins[o] += 1;
+            }
+            let mark = if ratio > 1.0 { "!" } else { " " };
+            print!("{:>11}", format!("{ratio:.2}x{mark}"));
+        }
+        println!();
+    }
+    let cells = res.order.len().max(1);
+    print!("{:<36}{:>w$}", "geometric mean", "", w = 16 * names.len());
+    for &o in &others {
+        print!("{:>11}", format!("{:.2}x", (logs[o] / cells as f64).exp()));
+    }
+    println!();
+    print!(
+        "{:<36}{:>w$}",
+        format!("{} faster in", names[reference]),
+        "",
+        w = 16 * names.len()
+    );
+    for &o in &others {
+        print!("{:>11}", format!("{}/{}", wins[o], res.order.len()));
+    }
+    println!();
+    print!("{:<36}", "peak RSS MiB (median)");
+    for r in &res.rss {
+        let mib: Vec<f64> = r.iter().map(|&k| k as f64 / 1024.0).collect();
+        let s = if mib.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1}", median(&mib))
+        };
+        print!("{s:>16}");
+    }
+    println!();
+}
