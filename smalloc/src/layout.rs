@@ -18,14 +18,22 @@
 //!   (flhs), one per size class, each on its own 64-byte cache line.
 //!
 //! Under Miri the geometry shrinks (a terabyte reservation is not possible
-//! there) but every formula stays the same.
+//! there), and under ThreadSanitizer the regions do (see [`REGION_BITS`]),
+//! but every formula stays the same.
 
 /// Number of address bits of one (slab, size class) region.
-#[cfg(not(miri))]
+#[cfg(not(any(miri, smalloc_tsan)))]
 pub const REGION_BITS: u32 = 34;
 /// Number of address bits of one (slab, size class) region.
 #[cfg(miri)]
 pub const REGION_BITS: u32 = 18;
+/// Number of address bits of one (slab, size class) region under
+/// ThreadSanitizer (`--cfg smalloc_tsan`, set by `devutils/verify.sh`):
+/// TSan serves application mappings only from a few fixed ranges of a few
+/// TiB, which an 8 TiB reservation aligned to 8 TiB does not fit; 2 TiB
+/// does. Only the slot counts change (the size classes stay).
+#[cfg(all(smalloc_tsan, not(miri)))]
+pub const REGION_BITS: u32 = 32;
 
 /// Largest size class: slots of `2^MAX_SC` bytes (2 GiB).
 #[cfg(not(miri))]

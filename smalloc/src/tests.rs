@@ -81,7 +81,7 @@ fn size_class_of_sizes_and_alignments() {
 }
 
 #[test]
-#[cfg(not(miri))]
+#[cfg(not(any(miri, smalloc_tsan)))]
 fn slot_counts() {
     assert_eq!(num_slots(2), 1 << 30);
     assert_eq!(num_slots(4), 1 << 30);

@@ -25,9 +25,9 @@ mod scale {
 }
 #[cfg(miri)]
 mod scale {
-    pub const MAX_SIZE: usize = 2_000;
-    pub const ROUNDS: u64 = 30;
-    pub const HAMMER_ROUNDS: u64 = 150;
+    pub const MAX_SIZE: usize = 300;
+    pub const ROUNDS: u64 = 15;
+    pub const HAMMER_ROUNDS: u64 = 100;
     pub const HANDOFFS: u64 = 300;
 }
 use scale::*;

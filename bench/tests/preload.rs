@@ -1,0 +1,193 @@
+//! The LD_PRELOAD stress programs of bench/preload compile, run to the end
+//! under smalloc (and glibc) with tiny parameters and exit 0, and the
+//! runner script produces its tables. Nothing about timing is asserted.
+//! Needs `target/release/libsmalloc.so` (`cargo build --release -p
+//! smalloc-ffi`, which devutils/test.sh runs first) and a C compiler.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Each program with tiny parameters (threads are appended).
+const PROGRAMS: [(&str, &[&str]); 5] = [
+    ("larson", &["-c", "50", "-n", "2000", "-r", "2"]),
+    ("xmalloc-test", &["-n", "5000"]),
+    ("cache-thrash", &["-n", "2000", "-w", "10"]),
+    ("cache-scratch", &["-n", "2000", "-w", "10"]),
+    ("mstress", &["-r", "2", "-n", "2000", "-S", "256K"]),
+];
+
+fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("bench lives in the workspace")
+        .to_path_buf()
+}
+
+fn preload_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("preload")
+}
+
+/// The cargo target directory: `CARGO_TARGET_DIR` if set, else the closest
+/// ancestor of this test executable that cargo marked with `CACHEDIR.TAG`.
+fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return workspace_dir().join(dir);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| workspace_dir().join("target"))
+}
+
+fn lib_so() -> PathBuf {
+    let so = target_dir().join("release/libsmalloc.so");
+    assert!(
+        so.is_file(),
+        "{} is missing: build it first with `cargo build --release -p smalloc-ffi` \
+         (devutils/test.sh does)",
+        so.display()
+    );
+    so
+}
+
+fn have_cc() -> bool {
+    Command::new("cc").arg("--version").output().is_ok()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = target_dir().join("bench-tests").join(name);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
+    ok(Command::new("cc")
+        .args([
+            "-O1",
+            "-g",
+            "-std=gnu11",
+            "-pthread",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .arg("-o")
+        .arg(&exe)
+        .arg(preload_dir().join(format!("{name}.c"))));
+    exe
+}
+
+#[test]
+fn every_program_runs_under_smalloc_and_glibc() {
+    if !have_cc() {
+        eprintln!("skipped: no C compiler (cc)");
+        return;
+    }
+    let so = lib_so();
+    let dir = scratch("preload-programs");
+    let measure = compile(&dir, "measure");
+    for (name, args) in PROGRAMS {
+        let exe = compile(&dir, name);
+        for threads in ["2", "8"] {
+            // glibc.
+            let out = ok(Command::new(&exe).args(args).args(["-t", threads]));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.starts_with(&format!("{name}: threads={threads}")),
+                "{stdout}"
+            );
+            // smalloc, through the runner's measuring wrapper, which must
+            // report a peak RSS and pass LD_PRELOAD to the program only.
+            let report = dir.join(format!("{name}-{threads}.report"));
+            let result = dir.join(format!("{name}-{threads}.measure"));
+            ok(Command::new(&measure)
+                .arg("-p")
+                .arg(&so)
+                .arg("-o")
+                .arg(&result)
+                .arg("--")
+                .arg(&exe)
+                .args(args)
+                .args(["-t", threads])
+                .env("SMALLOC_REPORT", &report));
+            let m = fs::read_to_string(&result).expect("measure wrote its line");
+            let fields: Vec<&str> = m.split_whitespace().collect();
+            assert_eq!(fields.len(), 5, "{m}");
+            assert!(fields[1].parse::<u64>().unwrap() > 0, "peak RSS: {m}");
+            assert_eq!(fields[4], "0", "{m}");
+            let reports = fs::read_to_string(&report).unwrap_or_default();
+            assert_eq!(
+                reports.lines().count(),
+                1,
+                "{name}: one smalloc report (the program's, not the wrapper's): {reports:?}"
+            );
+            assert!(
+                !reports.contains(" lists=0 "),
+                "{name} ran on smalloc: {reports}"
+            );
+        }
+    }
+}
+
+#[test]
+fn programs_reject_bad_arguments() {
+    if !have_cc() {
+        eprintln!("skipped: no C compiler (cc)");
+        return;
+    }
+    let dir = scratch("preload-args");
+    for (name, _) in PROGRAMS {
+        let exe = compile(&dir, name);
+        let out = Command::new(&exe).arg("-Q").output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{name} -Q");
+        let out = Command::new(&exe).args(["-t", "0"]).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{name} -t 0");
+    }
+}
+
+#[test]
+fn runner_prints_both_tables() {
+    if !have_cc() {
+        eprintln!("skipped: no C compiler (cc)");
+        return;
+    }
+    let so = lib_so();
+    let dir = scratch("preload-runner");
+    let out = ok(Command::new("bash")
+        .arg(preload_dir().join("run.sh"))
+        .env("QUICK", "1")
+        .env("ALLOCS", "glibc smalloc")
+        .env("THREADS", "2")
+        .env("SMALLOC_SO", &so)
+        .env("OUT", &dir));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("== wall time"), "{stdout}");
+    assert!(stdout.contains("== peak RSS"), "{stdout}");
+    assert!(stdout.contains("smalloc/glibc"), "{stdout}");
+    for (name, _) in PROGRAMS {
+        let rows = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}@2 ")))
+            .count();
+        assert_eq!(rows, 2, "{name}: a row in each table\n{stdout}");
+    }
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Every verification tool beyond the test suite, one after the other (see
+# docs/verification.md for what each covers and what it does not):
+#
+#   loom     every interleaving of the real free-list code, and the
+#            non-vacuity build that must find the ABA bug
+#   miri     the core crate's test suite under Miri (undefined behaviour)
+#   tsan     the multi-threaded tests under ThreadSanitizer
+#   fuzz     the two cargo-fuzz targets (GlobalAlloc, C entry points)
+#   stress   the stress example with 2x and 16x as many threads as cores
+#
+# Usage: devutils/verify.sh [--long] [STEP...]
+#   default budgets: fuzz 60 s per target, stress 60 s per thread count
+#   --long:          fuzz 600 s per target, stress 600 s per thread count
+#   STEP...:         run only these steps (default: all, in the order above)
+# Budgets can also be set directly: FUZZ_SECONDS, STRESS_SECONDS.
+# Build products go to $VERIFY_TARGET_DIR (default target/verify).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+long=0
+steps=()
+for a in "$@"; do
+    case "$a" in
+    --long) long=1 ;;
+    loom | miri | tsan | fuzz | stress) steps+=("$a") ;;
+    *)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d'
+        exit 2
+        ;;
+    esac
+done
+[ ${#steps[@]} -eq 0 ] && steps=(loom miri tsan fuzz stress)
+if [ $long -eq 1 ]; then
+    : "${FUZZ_SECONDS:=600}" "${STRESS_SECONDS:=600}"
+else
+    : "${FUZZ_SECONDS:=60}" "${STRESS_SECONDS:=60}"
+fi
+T=${VERIFY_TARGET_DIR:-$root/target/verify}
+case "$T" in /*) ;; *) T=$root/$T ;; esac
+
+# Miri: the flags every Miri run of this repository uses (docs/verification.md
+# explains each).
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance -Zmiri-disable-weak-memory-emulation}"
+
+bash devutils/install-verify-deps.sh
+
+run_loom() {
+    echo "== loom: every interleaving of the real free-list code"
+    RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir "$T/loom" \
+        --test loom_free_list
+    echo "== loom non-vacuity: without the push counter loom must find ABA"
+    RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --release \
+        --target-dir "$T/loom-no-counter" --test loom_free_list
+}
+
+run_miri() {
+    echo "== miri: the core crate's tests (MIRIFLAGS=$MIRIFLAGS)"
+    cargo +nightly miri nextest run -p smalloc --target-dir "$T/miri" --no-fail-fast
+}
+
+run_tsan() {
+    echo "== ThreadSanitizer: the multi-threaded tests"
+    # --cfg smalloc_tsan: a 2 TiB reservation, which TSan's memory layout
+    # has room for (smalloc/src/layout.rs).
+    RUSTFLAGS="-Zsanitizer=thread --cfg smalloc_tsan" \
+        TSAN_OPTIONS="halt_on_error=1 suppressions=$root/devutils/tsan.supp" \
+        cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p smalloc \
+        --target-dir "$T/tsan" --test threads --test first_alloc_race --test shadow_model
+}
+
+run_fuzz() {
+    for target in global_alloc c_api; do
+        echo "== fuzz $target for ${FUZZ_SECONDS}s"
+        # New inputs go to a scratch corpus; the committed seeds are read only.
+        mkdir -p "$T/fuzz-corpus/$target"
+        (cd fuzz && CARGO_TARGET_DIR="$T/fuzz" cargo +nightly fuzz run -a "$target" \
+            "$T/fuzz-corpus/$target" "seeds/$target" -- \
+            -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 -max_len=4096 \
+            -print_final_stats=1 -artifact_prefix="$T/fuzz-artifacts-$target-")
+    done
+}
+
+run_stress() {
+    cargo build --release -p smalloc --example stress --target-dir "$T/stress"
+    cores=$(nproc)
+    for threads in $((2 * cores)) $((16 * cores)); do
+        echo "== stress: $threads threads for ${STRESS_SECONDS}s"
+        "$T/stress/release/examples/stress" --threads "$threads" \
+            --seconds "$STRESS_SECONDS" --seed "${STRESS_SEED:-1}"
+    done
+}
+
+for s in "${steps[@]}"; do
+    "run_$s"
+done
+echo "== verify: ${steps[*]}: all passed"
