@@ -34,8 +34,11 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     };
     let start = p.addr();
     let aligned = (start + align - 1) & !(align - 1);
-    sys::unmap(start, aligned - start);
-    sys::unmap(aligned + len, start + total - (aligned + len));
+    sys::unmap(p, aligned - start);
+    sys::unmap(
+        p.wrapping_add(aligned + len - start),
+        start + total - (aligned + len),
+    );
     p.wrapping_add(aligned - start)
 }
 
@@ -46,7 +49,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 #[cold]
 pub unsafe fn dealloc(p: *mut u8, size: usize) {
     if let Some(len) = map_len(size) {
-        sys::unmap(p.addr(), len);
+        sys::unmap(p, len);
     }
 }
 
@@ -69,7 +72,7 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
     }
     if new_len < old_len {
         // Shrinking keeps the aligned start: drop the tail.
-        sys::unmap(p.addr() + new_len, old_len - new_len);
+        sys::unmap(p.wrapping_add(new_len), old_len - new_len);
         return p;
     }
     let q = alloc(new_size, align);

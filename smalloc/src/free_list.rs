@@ -120,7 +120,13 @@ pub enum Pop {
     Empty,
     /// Another thread changed the flh between our load and our
     /// compare-and-swap; the list may well still hold slots.
-    Collision,
+    Collision {
+        /// The change included a push (the push counter moved): someone
+        /// freed a slot of this list, which says nothing about contention
+        /// among allocating threads. Otherwise only pops happened: another
+        /// thread allocates from this slab.
+        by_push: bool,
+    },
 }
 
 /// Tries once to take the first free slot of the list. `num_slots` is the
@@ -155,7 +161,9 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
             debug_assert!(next & HEAD_MASK <= num_slots, "link {next:#x} out of range");
             Pop::Slot { slot: head, fresh }
         }
-        Err(_) => Pop::Collision,
+        Err(current) => Pop::Collision {
+            by_push: (current ^ old) & COUNTER_MASK != 0,
+        },
     }
 }
 

@@ -31,6 +31,7 @@ pub mod free_list;
 pub mod layout;
 pub mod raw;
 mod region;
+mod slab_occupancy;
 mod slots;
 mod sys;
 mod thread_slab;

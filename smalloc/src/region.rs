@@ -73,8 +73,11 @@ fn reserve() -> Option<usize> {
         let start = p.addr();
         let aligned = (start + TOTAL_SIZE - 1) & !(TOTAL_SIZE - 1);
         let end = start + 2 * TOTAL_SIZE;
-        sys::unmap(start, aligned - start);
-        sys::unmap(aligned + TOTAL_SIZE, end - (aligned + TOTAL_SIZE));
+        sys::unmap(p, aligned - start);
+        sys::unmap(
+            p.wrapping_add(aligned + TOTAL_SIZE - start),
+            end - (aligned + TOTAL_SIZE),
+        );
         return Some(sys::expose(p.wrapping_add(aligned - start)));
     }
     // Second choice, when the address space is too fragmented or limited for
@@ -85,7 +88,7 @@ fn reserve() -> Option<usize> {
             if p.addr() == want {
                 return Some(sys::expose(p));
             }
-            sys::unmap(p.addr(), TOTAL_SIZE);
+            sys::unmap(p, TOTAL_SIZE);
         }
     }
     None

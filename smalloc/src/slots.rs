@@ -84,8 +84,33 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
             debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0);
             (p, fresh)
         }
-        _ => alloc_failover(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
+        failure => alloc_contended(
+            layout::base_of(slab_addr),
+            layout::slab_of(slab_addr),
+            sc,
+            failure,
+        ),
     }
+}
+
+/// The first pop on the thread's own slab failed. A collision with a push
+/// (another thread freeing a slot of this slab) is no contention among
+/// allocating threads: retry at home, so cross-thread frees do not chase the
+/// thread from slab to slab, spreading its working set over all of them.
+/// Anything else (empty, or another thread popping) fails over.
+#[cold]
+#[inline(never)]
+fn alloc_contended(base: usize, slab: usize, sc: u32, mut failure: Pop) -> (*mut u8, bool) {
+    // Each failed retry means another thread's push succeeded (lock-free).
+    while let Pop::Collision { by_push: true } = failure {
+        match try_pop(base, slab, sc) {
+            Pop::Slot { slot, fresh } => {
+                return (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh);
+            }
+            f => failure = f,
+        }
+    }
+    alloc_failover(base, slab, sc)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
@@ -130,7 +155,7 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
                         return (sys::ptr_at(layout::slot_addr(base, s, sc, slot)), fresh);
                     }
                     Pop::Empty => {}
-                    Pop::Collision => collided = true,
+                    Pop::Collision { .. } => collided = true,
                 }
             }
             // A slab that collided may still hold slots: another round. Each

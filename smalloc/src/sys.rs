@@ -39,20 +39,22 @@ const NORESERVE: libc::c_int = libc::MAP_NORESERVE;
 #[cfg(miri)]
 const NORESERVE: libc::c_int = 0;
 
-/// Unmaps `[addr, addr + len)`; nothing when `len` is 0.
-pub fn unmap(addr: usize, len: usize) {
+/// Unmaps `[p, p + len)`; nothing when `len` is 0. `p` carries the
+/// provenance of the mapping it lies in (it is derived from the pointer
+/// [`map`] returned, not rebuilt from an address).
+pub fn unmap(p: *mut u8, len: usize) {
     if len == 0 {
         return;
     }
     // Miri unmaps only whole mappings: a partial unmap is bookkept there and
     // the mapping goes when its last byte does.
     #[cfg(miri)]
-    let Some((addr, len)) = miri_maps::unmap(addr, len) else {
+    let Some((p, len)) = miri_maps::unmap(p.addr(), len).map(|(a, l)| (p.with_addr(a), l)) else {
         return;
     };
     // SAFETY: callers pass only ranges they mapped themselves and no longer
     // hand out.
-    let rc = unsafe { libc::munmap(ptr::with_exposed_provenance_mut(addr), len) };
+    let rc = unsafe { libc::munmap(p.cast(), len) };
     debug_assert_eq!(rc, 0, "munmap failed");
 }
 

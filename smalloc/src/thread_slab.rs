@@ -2,9 +2,10 @@
 //!
 //! Each thread holds one thread-local word: 0 until its first allocation,
 //! then the address of its slab (`base | slab << SLAB_SHIFT`, never 0). The
-//! first allocation takes a thread number from a global counter and starts
-//! at slab `thread number % NUM_SLABS`; failover later moves the thread to
-//! another slab by storing a new value. Holding the slab's address, not its
+//! first allocation picks the thread's home slab: the one with the fewest
+//! live threads ([`slab_occupancy`](crate::slab_occupancy)), so slabs of
+//! finished threads are reused; failover later moves the thread to another
+//! slab by storing a new value. Holding the slab's address, not its
 //! number, lets the hot path skip loading the reservation base: a thread
 //! with a slab has a reservation.
 //!
@@ -27,12 +28,7 @@
 //! +18, 1.7-1.9x; hashing the thread pointer +3, 1.02x (but it cannot
 //! remember a failover). Method and full table: `docs/tls.md`.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::layout::{NUM_SLABS, SLAB_SHIFT};
-
-/// Hands out thread numbers.
-static THREAD_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// The address of the current thread's slab, or `None` before its first
 /// allocation.
@@ -44,7 +40,7 @@ pub fn current_if_assigned() -> Option<usize> {
     }
 }
 
-/// The current thread's slab number, taking a thread number on first use.
+/// The current thread's slab number, picking its home slab on first use.
 /// `base` is the reservation's base.
 #[inline]
 pub fn current(base: usize) -> usize {
@@ -61,15 +57,15 @@ pub fn set(base: usize, slab: usize) {
     tls::store(base | (slab << SLAB_SHIFT));
 }
 
-/// First allocation of this thread: take a thread number.
+/// First allocation of this thread: pick its home slab.
 #[cold]
 #[inline(never)]
 fn assign(base: usize) -> usize {
-    // Relaxed: only the uniqueness of the number matters; nothing is
-    // published through it.
-    let n = THREAD_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let slab = n % NUM_SLABS;
+    // Store the slab before registering the exit hook: registering may
+    // allocate (see slab_occupancy::leave_at_exit), which must find it set.
+    let slab = crate::slab_occupancy::take();
     set(base, slab);
+    crate::slab_occupancy::leave_at_exit(slab);
     slab
 }
 

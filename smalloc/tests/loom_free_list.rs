@@ -66,7 +66,7 @@ impl List {
             match free_list::pop(&self.flh, &self.links, self.n) {
                 Pop::Slot { slot, .. } => return Some(slot),
                 Pop::Empty => return None,
-                Pop::Collision => thread::yield_now(),
+                Pop::Collision { .. } => thread::yield_now(),
             }
         }
     }

@@ -44,6 +44,7 @@ fn worker(seed: u64, inbox: Vec<Parcel>) -> Vec<Parcel> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads /proc; a wall-clock workload of seconds")]
 fn rss_plateaus_under_thread_churn() {
     let secs: u64 = std::env::var("SMALLOC_CHURN_SECS")
         .ok()
