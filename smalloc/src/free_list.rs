@@ -121,12 +121,25 @@ pub enum Pop {
     /// Another thread changed the flh between our load and our
     /// compare-and-swap; the list may well still hold slots.
     Collision {
-        /// The change included a push (the push counter moved): someone
-        /// freed a slot of this list, which says nothing about contention
-        /// among allocating threads. Otherwise only pops happened: another
-        /// thread allocates from this slab.
-        by_push: bool,
+        /// The flh word we expected.
+        expected: u64,
+        /// The flh word we found instead.
+        observed: u64,
     },
+}
+
+impl Pop {
+    /// Whether this is a collision that included a push (the push counter
+    /// moved): some thread freed a slot of this list, which says nothing
+    /// about contention among allocating threads. A collision without one
+    /// means another thread popped: it allocates from this slab too.
+    #[inline]
+    pub fn is_push_collision(&self) -> bool {
+        match *self {
+            Pop::Collision { expected, observed } => (expected ^ observed) & COUNTER_MASK != 0,
+            _ => false,
+        }
+    }
 }
 
 /// Tries once to take the first free slot of the list. `num_slots` is the
@@ -161,8 +174,9 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
             debug_assert!(next & HEAD_MASK <= num_slots, "link {next:#x} out of range");
             Pop::Slot { slot: head, fresh }
         }
-        Err(current) => Pop::Collision {
-            by_push: (current ^ old) & COUNTER_MASK != 0,
+        Err(observed) => Pop::Collision {
+            expected: old,
+            observed,
         },
     }
 }

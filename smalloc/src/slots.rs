@@ -84,33 +84,29 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
             debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0);
             (p, fresh)
         }
-        failure => alloc_contended(
-            layout::base_of(slab_addr),
-            layout::slab_of(slab_addr),
-            sc,
-            failure,
-        ),
+        _ => alloc_contended(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
     }
 }
 
-/// The first pop on the thread's own slab failed. A collision with a push
-/// (another thread freeing a slot of this slab) is no contention among
-/// allocating threads: retry at home, so cross-thread frees do not chase the
-/// thread from slab to slab, spreading its working set over all of them.
-/// Anything else (empty, or another thread popping) fails over.
+/// The first pop on the thread's own slab failed. Retry at home while the
+/// failures are collisions with pushes (other threads freeing slots of this
+/// slab): that is no contention among allocating threads, and failing over
+/// for it would let cross-thread frees chase the thread from slab to slab,
+/// spreading its working set over all of them. An empty slab, or another
+/// thread popping, fails over.
 #[cold]
 #[inline(never)]
-fn alloc_contended(base: usize, slab: usize, sc: u32, mut failure: Pop) -> (*mut u8, bool) {
-    // Each failed retry means another thread's push succeeded (lock-free).
-    while let Pop::Collision { by_push: true } = failure {
+fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    loop {
         match try_pop(base, slab, sc) {
             Pop::Slot { slot, fresh } => {
                 return (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh);
             }
-            f => failure = f,
+            // Another thread's push succeeded: progress (lock-free); retry.
+            p if p.is_push_collision() => {}
+            _ => return alloc_failover(base, slab, sc),
         }
     }
-    alloc_failover(base, slab, sc)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve

@@ -13,11 +13,21 @@ const FULL_CHECK_LIMIT: usize = 64 * 1024;
 
 /// Size bands and operation counts; Miri runs a smaller version (its slots
 /// end at 32 KiB, and it interprets every byte written).
-#[cfg(not(miri))]
+#[cfg(not(any(miri, smalloc_tsan)))]
 mod scale {
     pub const MEDIUM: usize = 256 * 1024;
     pub const LARGE: usize = 64 << 20;
     pub const HUGE: usize = 256 << 20;
+    pub const MAX_ALIGN_BITS: u64 = 21;
+    pub const OPS: usize = 20_000;
+}
+/// ThreadSanitizer keeps two to three shadow bytes per byte touched: the
+/// large blocks stay below a few MiB.
+#[cfg(all(smalloc_tsan, not(miri)))]
+mod scale {
+    pub const MEDIUM: usize = 256 * 1024;
+    pub const LARGE: usize = 4 << 20;
+    pub const HUGE: usize = 16 << 20;
     pub const MAX_ALIGN_BITS: u64 = 21;
     pub const OPS: usize = 20_000;
 }
@@ -27,7 +37,7 @@ mod scale {
     pub const LARGE: usize = 128 * 1024;
     pub const HUGE: usize = 512 * 1024;
     pub const MAX_ALIGN_BITS: u64 = 18;
-    pub const OPS: usize = 400;
+    pub const OPS: usize = 200;
 }
 use scale::*;
 

@@ -26,9 +26,9 @@ mod scale {
 #[cfg(miri)]
 mod scale {
     pub const MAX_SIZE: usize = 300;
-    pub const ROUNDS: u64 = 15;
-    pub const HAMMER_ROUNDS: u64 = 100;
-    pub const HANDOFFS: u64 = 300;
+    pub const ROUNDS: u64 = 5;
+    pub const HAMMER_ROUNDS: u64 = 40;
+    pub const HANDOFFS: u64 = 120;
 }
 use scale::*;
 
