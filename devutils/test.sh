@@ -26,3 +26,20 @@ RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom 
 echo "== loom non-vacuity: without the push counter loom must find ABA"
 RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --release \
     --target-dir target/loom-no-counter --test loom_free_list
+
+# The fast parts of devutils/verify.sh (docs/verification.md): a Miri subset
+# and a short fuzz run. Nightly, Miri and cargo-fuzz are installed on first
+# use (cargo-fuzz takes a few minutes to build, once).
+bash devutils/install-verify-deps.sh
+echo "== miri: the core's unit tests and the single-threaded integration tests"
+MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-weak-memory-emulation" \
+    cargo +nightly miri nextest run -p smalloc --target-dir target/miri --no-fail-fast \
+    -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed)'
+for target in global_alloc c_api; do
+    echo "== fuzz $target for ${FUZZ_SECONDS:-20}s (the committed seeds, then new inputs)"
+    mkdir -p "target/fuzz-corpus/$target"
+    (cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo +nightly fuzz run -a "$target" \
+        "../target/fuzz-corpus/$target" "seeds/$target" -- \
+        -max_total_time="${FUZZ_SECONDS:-20}" -rss_limit_mb=4096 -max_len=4096 \
+        -artifact_prefix="../target/fuzz-artifacts-$target-")
+done

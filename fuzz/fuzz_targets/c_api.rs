@@ -57,7 +57,11 @@ fn set_errno(v: i32) {
 /// Checks a fresh block and records it.
 fn accept(live: &mut Live, p: *mut c_void, size: usize, align: usize, zeroed: bool) {
     assert!(!p.is_null(), "size {size} align {align} failed");
-    assert_eq!(p.addr() % align.max(MIN_ALIGN), 0, "size {size} align {align}");
+    assert_eq!(
+        p.addr() % align.max(MIN_ALIGN),
+        0,
+        "size {size} align {align}"
+    );
     assert!(smalloc_owns(p));
     // SAFETY: `p` is live.
     assert!(unsafe { smalloc_malloc_usable_size(p) } >= size);
@@ -74,9 +78,9 @@ fn accept(live: &mut Live, p: *mut c_void, size: usize, align: usize, zeroed: bo
 fn alignment(input: &mut Input) -> Option<usize> {
     let a = input.align()?;
     Some(match input.byte()? {
-        0 => a + 8,      // not a power of two (unless a == 8)
-        1 => 0,          // never valid
-        2 => a.min(4),   // below sizeof(void *) for posix_memalign
+        0 => a + 8,    // not a power of two (unless a == 8)
+        1 => 0,        // never valid
+        2 => a.min(4), // below sizeof(void *) for posix_memalign
         _ => a,
     })
 }
@@ -117,7 +121,11 @@ fn run(data: &[u8]) {
                 let (Some(size), Some(align)) = (input.size(true), alignment(&mut input)) else {
                     break;
                 };
-                let size = if align > 4096 { size.min(MAX_SIZE) } else { size };
+                let size = if align > 4096 {
+                    size.min(MAX_SIZE)
+                } else {
+                    size
+                };
                 if !live.has_room(size) {
                     continue;
                 }

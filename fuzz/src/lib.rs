@@ -76,11 +76,7 @@ impl<'a> Input<'a> {
     /// slot's 2^31, which makes a big over-aligned mapping).
     pub fn align(&mut self) -> Option<usize> {
         let a = self.byte()?;
-        Some(if a < 160 {
-            1 << (a % 5)
-        } else {
-            1 << (a % 34)
-        })
+        Some(if a < 160 { 1 << (a % 5) } else { 1 << (a % 34) })
     }
 }
 
@@ -134,7 +130,10 @@ pub unsafe fn check_zero(p: *const u8, size: usize) {
     for i in touched(size) {
         // SAFETY: `i < size`.
         let got = unsafe { p.add(i).read() };
-        assert_eq!(got, 0, "zeroed block {p:p} (size {size}) has {got:#x} at {i}");
+        assert_eq!(
+            got, 0,
+            "zeroed block {p:p} (size {size}) has {got:#x} at {i}"
+        );
     }
 }
 
