@@ -57,7 +57,16 @@ run_loom() {
 
 run_miri() {
     echo "== miri: the core crate's tests (MIRIFLAGS=$MIRIFLAGS)"
-    cargo +nightly miri nextest run -p smalloc --target-dir "$T/miri" --no-fail-fast
+    cargo +nightly miri nextest run -p smalloc --target-dir "$T/miri" --no-fail-fast \
+        -E 'not binary(threads)'
+    # threads.rs pops slots of one free list from many threads: Miri's race
+    # detector then reports the by-design stale link read (the report
+    # devutils/tsan.supp suppresses for TSan) and Miri has no suppressions.
+    # These tests run with the detector off; every other check stays on.
+    echo "== miri: threads.rs, without the data race detector"
+    MIRIFLAGS="$MIRIFLAGS -Zmiri-disable-data-race-detector" \
+        cargo +nightly miri nextest run -p smalloc --target-dir "$T/miri" --no-fail-fast \
+        -E 'binary(threads)'
 }
 
 run_tsan() {
