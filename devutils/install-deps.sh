@@ -26,6 +26,10 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
 
+# `--system-only`: the packages above, nothing built with cargo (what
+# `bench --compare` needs).
+[ "${1:-}" = "--system-only" ] && exit 0
+
 # cbindgen, pinned: smalloc-ffi's header test regenerates include/smalloc.h
 # and compares (keep in step with CBINDGEN_VERSION in
 # smalloc-ffi/tests/header.rs).
