@@ -7,7 +7,8 @@
 # small objects reach malloc instead of pymalloc.
 #
 # Environment (optional): RUNS (default 3), ALLOCS (default: glibc smalloc
-# jemalloc mimalloc tcmalloc), SMALLOC_SO, OUT (work directory).
+# jemalloc mimalloc tcmalloc), SMALLOC_SO or BUILD_SMALLOC=0, OUT (work
+# directory).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -16,30 +17,9 @@ case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${OUT:-$target/preload-real}"
 runs="${RUNS:-3}"
 allocs="${ALLOCS:-glibc smalloc jemalloc mimalloc tcmalloc}"
-smalloc_so="${SMALLOC_SO:-$target/release/libsmalloc.so}"
-[ -f "$smalloc_so" ] || (cd "$root" && cargo build --release -p smalloc-ffi >&2)
 mkdir -p "$out"
 cc -O2 -std=gnu11 -o "$out/measure" "$here/measure.c"
-
-libdir="/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
-lib_of() {
-    case "$1" in
-        glibc) echo "" ;;
-        smalloc) echo "$smalloc_so" ;;
-        jemalloc) echo "$libdir/libjemalloc.so.2" ;;
-        mimalloc) echo "$libdir/libmimalloc.so.2" ;;
-        tcmalloc) echo "$libdir/libtcmalloc_minimal.so.4" ;;
-    esac
-}
-present=()
-for a in $allocs; do
-    l="$(lib_of "$a")"
-    if [ -n "$l" ] && [ ! -f "$l" ]; then
-        echo "real.sh: skipping $a ($l not installed)" >&2
-    else
-        present+=("$a")
-    fi
-done
+. "$here/allocators.sh"
 
 # Inputs, made once.
 cat > "$out/py.py" <<'EOF'

@@ -41,45 +41,7 @@ for p in measure $programs; do
     cc -O2 -g -std=gnu11 -pthread -Wall -Wextra -Werror -o "$out/bin/$p" "$here/$p.c"
 done
 
-# The library of each allocator; allocators whose library is missing are
-# skipped with a message.
-libdir="/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
-lib_of() {
-    case "$1" in
-        glibc) echo "" ;;
-        smalloc) echo "$smalloc_so" ;;
-        jemalloc) echo "$libdir/libjemalloc.so.2" ;;
-        mimalloc) echo "$libdir/libmimalloc.so.2" ;;
-        tcmalloc) echo "$libdir/libtcmalloc_minimal.so.4" ;;
-        *) echo "run.sh: unknown allocator $1" >&2; exit 2 ;;
-    esac
-}
-package_of() {
-    case "$1" in
-        jemalloc) echo libjemalloc2 ;;
-        mimalloc) echo libmimalloc2.0 ;;
-        tcmalloc) echo libtcmalloc-minimal4 ;;
-    esac
-}
-if [ -n "${SMALLOC_SO:-}" ]; then
-    smalloc_so="$SMALLOC_SO"
-else
-    smalloc_so="$target/release/libsmalloc.so"
-    if [ "${BUILD_SMALLOC:-1}" != 0 ] && [[ " $allocs " == *" smalloc "* ]]; then
-        echo "== building libsmalloc.so (cargo build --release -p smalloc-ffi)" >&2
-        (cd "$root" && cargo build --release --quiet -p smalloc-ffi)
-    fi
-fi
-present=()
-for a in $allocs; do
-    lib="$(lib_of "$a")"
-    if [ -n "$lib" ] && [ ! -f "$lib" ]; then
-        pkg="$(package_of "$a")"
-        echo "skipping $a: $lib not found${pkg:+ (apt-get install $pkg)}" >&2
-        continue
-    fi
-    present+=("$a")
-done
+. "$here/allocators.sh"
 
 # The command line of program $1 at $2 threads: a fixed total amount of
 # work (times SCALE) split over the threads.
