@@ -5,8 +5,8 @@
 //! [`Gate`]; the clock starts when all have arrived and stops when the last
 //! one calls [`Gate::stop`]. Untimed cleanup may follow `stop`.
 
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -94,10 +94,10 @@ where
     }
 }
 
-/// Like [`run`], but for smalloc the workers are all on one slab: threads
-/// are started one at a time and kept only if their first allocation came
-/// from the first thread's slab (smalloc deals slabs round-robin, so this
-/// takes about `16 * threads` thread starts, all untimed). Other
+/// Like [`run`], but for smalloc the workers are all on one slab: each
+/// worker moves itself to slab 0 (`smalloc::raw::move_current_thread_to_slab`,
+/// what a failover does) before its timed work. (smalloc gives live threads
+/// distinct slabs, so they cannot be found there by chance.) Other
 /// allocators get `threads` ordinary workers.
 pub fn run_on_one_slab<A, F>(a: &'static A, threads: usize, f: F) -> Batch
 where
@@ -107,40 +107,11 @@ where
     if !A::IS_SMALLOC {
         return run(a, threads, f);
     }
-    let gate = Gate::new(threads);
-    let ops = thread::scope(|s| {
-        let mut kept = Vec::with_capacity(threads);
-        let mut target = None;
-        while kept.len() < threads {
-            let (report_tx, report_rx) = mpsc::channel::<usize>();
-            let (decide_tx, decide_rx) = mpsc::channel::<bool>();
-            let (gate, f, t) = (&gate, &f, kept.len());
-            let h = s.spawn(move || {
-                worker(a, || {
-                    report_tx.send(probe_slab(a)).unwrap();
-                    if decide_rx.recv().unwrap() {
-                        f(t, gate)
-                    } else {
-                        Done(0)
-                    }
-                })
-                .0
-            });
-            let slab = report_rx.recv().unwrap();
-            let stay = *target.get_or_insert(slab) == slab;
-            decide_tx.send(stay).unwrap();
-            if stay {
-                kept.push(h);
-            } else {
-                h.join().unwrap();
-            }
-        }
-        kept.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
-    });
-    Batch {
-        ops,
-        elapsed: gate.elapsed(),
-    }
+    run(a, threads, |t, gate| {
+        assert!(smalloc::raw::move_current_thread_to_slab(0));
+        assert_eq!(probe_slab(a), 0, "worker not on slab 0");
+        f(t, gate)
+    })
 }
 
 /// The slab of this thread's allocations (smalloc's address layout).

@@ -85,3 +85,23 @@ pub fn flh_word(slab: usize, sc: u32) -> u64 {
     // Relaxed: a diagnostic snapshot; nothing is read through it.
     flh.load(Ordering::Relaxed)
 }
+
+/// Moves the calling thread's allocations to `slab` (taken modulo the
+/// number of slabs) from now on, as a failover would. For benchmarks and
+/// tests that need several threads on one slab (the design's worst case);
+/// a thread's home slab for occupancy stays the one it was given. Makes the
+/// reservation if needed; false if the OS refuses it.
+pub fn move_current_thread_to_slab(slab: usize) -> bool {
+    let raw = crate::region::base_raw();
+    let base = if crate::region::is_ready(raw) {
+        raw
+    } else {
+        match crate::region::init() {
+            Some(base) => base,
+            None => return false,
+        }
+    };
+    crate::thread_slab::current(base);
+    crate::thread_slab::set(base, slab % crate::layout::NUM_SLABS);
+    true
+}
