@@ -91,10 +91,22 @@ fn check_conservation(list: &List, held: Vec<Vec<u32>>) {
     assert_eq!(all.len(), list.n as usize, "a slot was lost: {all:?}");
 }
 
+/// Runs `f` under loom with a preemption bound of 3 and prints how many
+/// interleavings were explored.
 fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = runs.clone();
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
-    b.check(f);
+    b.check(move || {
+        // Plain std atomic: bookkeeping outside the model.
+        counter.fetch_add(1, Ordering::Relaxed);
+        f()
+    });
+    println!(
+        "loom explored {} interleavings",
+        runs.load(Ordering::Relaxed)
+    );
 }
 
 #[test]
