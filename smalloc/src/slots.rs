@@ -110,7 +110,7 @@ fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
-/// if needed, take a thread number, then allocate.
+/// if needed, take a home slab, then allocate.
 #[cold]
 #[inline(never)]
 fn alloc_first(sc: u32) -> (*mut u8, bool) {
