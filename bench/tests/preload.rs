@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// Each program with tiny parameters (threads are appended).
 const PROGRAMS: [(&str, &[&str]); 5] = [
@@ -63,19 +63,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn ok(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use devutils::run_ok as ok;
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
     let exe = dir.join(name);

@@ -263,6 +263,22 @@ impl Shadow {
     }
 }
 
+/// Runs `cmd`, panicking with its status and both outputs unless it exits
+/// with status 0; returns its output.
+pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Resident set size of this process in bytes (from /proc/self/statm).
 pub fn rss_bytes() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

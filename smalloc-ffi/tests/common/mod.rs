@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::SystemTime;
 
 /// The workspace root.
@@ -115,20 +115,7 @@ pub fn compile(dir: &Path, file: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// Runs `cmd`, asserting exit status 0; returns its output.
-pub fn run_ok(cmd: &mut Command) -> Output {
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{cmd:?} failed with {}\n--- stdout:\n{}\n--- stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
+pub use devutils::run_ok;
 
 /// `cmd` with `LD_PRELOAD` set to libsmalloc.so.
 pub fn preloaded(cmd: &mut Command) -> &mut Command {
