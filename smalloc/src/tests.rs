@@ -295,3 +295,36 @@ fn smallest_slots_pack_tightly() {
     assert_eq!(sc_of(p), 2);
     assert_eq!(sc_of(r), 3);
 }
+
+#[test]
+fn collisions_are_told_apart_by_the_push_counter() {
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(8);
+    // A pop collided with another thread's pop: the counter did not move.
+    let before = flh.load(Ordering::Relaxed);
+    assert!(matches!(
+        free_list::pop(&flh, &links, 8),
+        Pop::Slot { slot: 0, .. }
+    ));
+    let popped = Pop::Collision {
+        expected: before,
+        observed: flh.load(Ordering::Relaxed),
+    };
+    assert!(
+        !popped.is_push_collision(),
+        "a pop is contention: fail over"
+    );
+    // A pop collided with a free into this list: the counter moved.
+    let before = flh.load(Ordering::Relaxed);
+    // SAFETY: slot 0 was popped above and is ours; its link cell is links.0[0].
+    unsafe { free_list::push(&flh, &links.0[0], 0) };
+    let pushed = Pop::Collision {
+        expected: before,
+        observed: flh.load(Ordering::Relaxed),
+    };
+    assert!(
+        pushed.is_push_collision(),
+        "a free is no contention: stay home"
+    );
+    assert!(!Pop::Empty.is_push_collision());
+}
