@@ -24,11 +24,10 @@ pub const MIN_ALIGN: usize = 16;
 /// returns a unique pointer to a minimal slot.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    // size 0 gives a size class above MAX_SC, so it takes the slow path
-    // and the fast path needs no test for it.
-    let sc = raw::size_class(size, MIN_ALIGN);
-    if sc <= raw::MAX_SC {
-        let p = raw::alloc_slot(sc).0;
+    // Size 0 is not small, so it takes the slow path and the fast path
+    // needs no test for it.
+    if raw::is_small(size, MIN_ALIGN) {
+        let p = raw::alloc_small_slot(raw::size_class(size, MIN_ALIGN)).0;
         if !p.is_null() {
             return p.cast();
         }
@@ -37,12 +36,20 @@ pub fn malloc(size: usize) -> *mut c_void {
     malloc_slow(size, MIN_ALIGN)
 }
 
-/// A request no slot class covers: `size == 0`, or a big allocation.
-#[cold]
+/// A request the small slots do not cover: `size == 0`, a slot of 64 KiB
+/// or more, or a big allocation.
 #[inline(never)]
 fn malloc_slow(size: usize, align: usize) -> *mut c_void {
     if size == 0 {
         return aligned(1, align);
+    }
+    let sc = raw::size_class(size, align);
+    if sc <= raw::MAX_SC {
+        let p = raw::alloc_slot(sc).0;
+        if !p.is_null() {
+            return p.cast();
+        }
+        return errno::enomem();
     }
     big::alloc(size, align)
 }
@@ -53,9 +60,8 @@ fn malloc_slow(size: usize, align: usize) -> *mut c_void {
 pub fn aligned(size: usize, align: usize) -> *mut c_void {
     debug_assert!(align.is_power_of_two());
     let align = align.max(MIN_ALIGN);
-    let sc = raw::size_class(size, align);
-    if sc <= raw::MAX_SC {
-        let p = raw::alloc_slot(sc).0;
+    if raw::is_small(size, align) {
+        let p = raw::alloc_small_slot(raw::size_class(size, align)).0;
         if !p.is_null() {
             return p.cast();
         }
@@ -80,43 +86,15 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
             return errno::enomem();
         }
         if !fresh {
-            // SAFETY: the slot holds at least `total` bytes and is ours.
-            unsafe { zero(p, total) };
+            // SAFETY: the slot holds at least `total` bytes, is ours and is
+            // naturally aligned.
+            unsafe { raw::clear(p, total) };
         }
         return p.cast();
     }
     // Size 0 (a fresh or cleared minimal slot) or a fresh mapping, which
     // the kernel zeroed.
     calloc_slow(total)
-}
-
-/// From this size on, [`zero`] returns whole pages to the kernel instead of
-/// writing them.
-const ZERO_BY_MADVISE: usize = 1 << 20;
-
-/// Clears `p[..n]`, a reused slot. Large blocks give their whole pages back
-/// to the kernel (`MADV_DONTNEED` makes private anonymous pages read as
-/// zero again), which is faster than writing them and lowers the resident
-/// set instead of raising it; the partial last page is written.
-///
-/// # Safety
-/// `p[..n]` is ours to write; `p` is page-aligned when `n >=
-/// ZERO_BY_MADVISE` (slots of at least a page are naturally aligned).
-#[inline]
-unsafe fn zero(p: *mut u8, n: usize) {
-    if n >= ZERO_BY_MADVISE {
-        let whole = n & !(big::page_size() - 1);
-        // SAFETY: `p[..whole]` is page-aligned memory of ours in a private
-        // anonymous mapping, so dropping its pages only zeroes it.
-        let rc = unsafe { libc::madvise(p.cast(), whole, libc::MADV_DONTNEED) };
-        if rc == 0 {
-            // SAFETY: the tail lies inside `p[..n]`.
-            unsafe { ptr::write_bytes(p.add(whole), 0, n - whole) };
-            return;
-        }
-    }
-    // SAFETY: per the contract.
-    unsafe { ptr::write_bytes(p, 0, n) };
 }
 
 /// [`calloc`] of 0 bytes or of a big allocation.

@@ -118,6 +118,10 @@ pub enum Pop {
     },
     /// The list holds no slot.
     Empty,
+    /// (Only from [`pop_or_new_page`].) Nothing was taken: the head is a
+    /// never-used slot that starts a new page's worth of slots, and the
+    /// caller asked to hear of that first.
+    NewPage,
     /// Another thread changed the flh between our load and our
     /// compare-and-swap; the list may well still hold slots.
     Collision {
@@ -146,6 +150,34 @@ impl Pop {
 /// number of slots of the region.
 #[inline(always)]
 pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_slots: u32) -> Pop {
+    pop_inner(flh, links, num_slots, None)
+}
+
+/// [`pop`], except that it takes nothing and returns [`Pop::NewPage`] when
+/// the head is a never-used slot that starts a new 4 KiB of the region,
+/// given slots of `2^slot_shift` bytes (every never-used slot, for slots of
+/// 4 KiB and more): the caller may prefer a freed slot elsewhere to
+/// touching new memory.
+#[inline(always)]
+pub fn pop_or_new_page<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
+    flh: &F,
+    links: &L,
+    num_slots: u32,
+    slot_shift: u32,
+) -> Pop {
+    pop_inner(flh, links, num_slots, Some(slot_shift))
+}
+
+/// Bytes of never-used slots handed out between two [`Pop::NewPage`]s.
+pub const NEW_PAGE_BYTES: u64 = 4096;
+
+#[inline(always)]
+fn pop_inner<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
+    flh: &F,
+    links: &L,
+    num_slots: u32,
+    new_page_shift: Option<u32>,
+) -> Pop {
     // Acquire: if the head was pushed, its link was stored before the
     // pusher's Release compare-and-swap that we read from here.
     let old = flh.load(Ordering::Acquire);
@@ -155,6 +187,11 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
     let next = if fresh {
         if head >= num_slots {
             return Pop::Empty;
+        }
+        if let Some(shift) = new_page_shift {
+            if (u64::from(head) << shift) & (NEW_PAGE_BYTES - 1) == 0 {
+                return Pop::NewPage;
+            }
         }
         // The never-used tail continues with the next slot, still unused.
         head + 1

@@ -31,6 +31,7 @@ pub mod free_list;
 pub mod layout;
 pub mod raw;
 mod region;
+mod release;
 mod slab_occupancy;
 mod slots;
 mod sys;
@@ -78,17 +79,16 @@ impl Smalloc {
 // owned by whoever popped it from its free list until it is pushed back
 // (free_list.rs), and dealloc/realloc only push slots the caller owns.
 unsafe impl GlobalAlloc for Smalloc {
-    #[inline]
+    #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let sc = size_class(layout.size(), layout.align());
-        if sc <= MAX_SC {
-            slots::alloc(sc).0
+        if !release::needs_large(layout.size(), layout.align()) {
+            slots::alloc_small(size_class(layout.size(), layout.align())).0
         } else {
-            big::alloc(layout.size(), layout.align())
+            alloc_large_or_big(layout)
         }
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         if size_class(layout.size(), layout.align()) <= MAX_SC {
             // SAFETY: a layout that fits a slot was served from a slot
@@ -108,8 +108,9 @@ unsafe impl GlobalAlloc for Smalloc {
             // A fresh slot was never written since the kernel zeroed it;
             // clearing it would only make its pages resident.
             if !fresh && !p.is_null() {
-                // SAFETY: the slot holds at least `layout.size()` bytes.
-                unsafe { ptr::write_bytes(p, 0, layout.size()) };
+                // SAFETY: the slot holds at least `layout.size()` bytes and
+                // is naturally aligned.
+                unsafe { release::clear(p, layout.size()) };
             }
             p
         } else {
@@ -160,6 +161,18 @@ unsafe impl GlobalAlloc for Smalloc {
             // SAFETY: `p` is a big allocation of `old_size` and `align`.
             unsafe { big::realloc(p, old_size, align, new_size) }
         }
+    }
+}
+
+/// [`GlobalAlloc::alloc`] of a slot of at least
+/// [`release::RELEASE_SC`] or of a big mapping.
+#[inline(never)]
+fn alloc_large_or_big(layout: Layout) -> *mut u8 {
+    let sc = size_class(layout.size(), layout.align());
+    if sc <= MAX_SC {
+        slots::alloc(sc).0
+    } else {
+        big::alloc(layout.size(), layout.align())
     }
 }
 

@@ -21,6 +21,21 @@ pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
     slots::alloc(sc)
 }
 
+/// Whether a request of `size` bytes aligned to `align` (a power of two)
+/// is served by [`alloc_small_slot`], the hot path: slots below 64 KiB.
+/// False for size 0.
+#[inline(always)]
+pub const fn is_small(size: usize, align: usize) -> bool {
+    !crate::release::needs_large(size, align)
+}
+
+/// [`alloc_slot`] for a size class of a request that [`is_small`]: the
+/// same result on the shortest path.
+#[inline(always)]
+pub fn alloc_small_slot(sc: u32) -> (*mut u8, bool) {
+    slots::alloc_small(sc)
+}
+
 /// Returns a slot to its free list.
 ///
 /// # Safety
@@ -31,6 +46,18 @@ pub unsafe fn free_slot(p: *mut u8) {
     debug_assert!(owns(p));
     // SAFETY: per the contract.
     unsafe { slots::dealloc(p) }
+}
+
+/// Clears `p[..n]` of a reused slot the way `alloc_zeroed` does: from 1 MiB
+/// on by giving whole pages back to the kernel (they read as zero, and the
+/// resident set drops), below by writing zeros.
+///
+/// # Safety
+/// `p[..n]` is ours to write and `p` is the start of a slot.
+#[inline]
+pub unsafe fn clear(p: *mut u8, n: usize) {
+    // SAFETY: per the contract (slots are naturally aligned).
+    unsafe { crate::release::clear(p, n) }
 }
 
 /// Whether `p` lies inside smalloc's reservation (is a slot).
@@ -85,6 +112,22 @@ pub fn flh_word(slab: usize, sc: u32) -> u64 {
     // Relaxed: a diagnostic snapshot; nothing is read through it.
     flh.load(Ordering::Relaxed)
 }
+
+/// Bytes of freed slots of 64 KiB and more that are kept resident now
+/// (within the resident budget) instead of being given back to the kernel.
+/// For diagnostics and tests.
+pub fn kept_bytes() -> usize {
+    crate::release::kept_bytes()
+}
+
+/// The resident budget's floor: this many bytes of freed slots of 64 KiB
+/// and more may stay resident, or half the bytes of such slots in use if
+/// that is more; slots freed beyond it give their pages back.
+pub const RESIDENT_BUDGET: usize = crate::release::RESIDENT_BUDGET;
+
+/// Freed slots of this size and more always give their pages (but the
+/// first) back to the kernel.
+pub const ALWAYS_RELEASE_SIZE: usize = 1 << crate::release::ALWAYS_RELEASE_SC;
 
 /// Moves the calling thread's allocations to `slab` (taken modulo the
 /// number of slabs) from now on, as a failover would. For benchmarks and

@@ -20,6 +20,28 @@ use crate::layout::NUM_SLABS;
 /// Live threads whose home is each slab.
 static LIVE: [AtomicUsize; NUM_SLABS] = [const { AtomicUsize::new(0) }; NUM_SLABS];
 
+/// Bit `i` set: some thread has allocated from slab `i` (as its home or
+/// after a failover), so its lists may hold freed slots.
+static EVER_USED: AtomicUsize = AtomicUsize::new(0);
+
+/// Records that a thread allocates from `slab`. Cold paths only (a thread's
+/// first allocation, failovers, moves).
+#[inline]
+pub fn note_used(slab: usize) {
+    let bit = 1 << slab;
+    // Relaxed: a hint of where freed slots may be; it only ever gains bits.
+    if EVER_USED.load(Ordering::Relaxed) & bit == 0 {
+        EVER_USED.fetch_or(bit, Ordering::Relaxed);
+    }
+}
+
+/// The slabs some thread has allocated from, as a bit set.
+#[inline]
+pub fn ever_used() -> usize {
+    // Relaxed: see `note_used`.
+    EVER_USED.load(Ordering::Relaxed)
+}
+
 /// The exit-notification key plus one; 0 while not created; `usize::MAX`
 /// if it could not be created (then counts only ever grow, and the choice
 /// degrades to round robin, which is what the counts then produce).

@@ -5,7 +5,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::{self, LinkStore, Pop};
 use crate::layout::{self, MAX_SC, NUM_SLABS};
-use crate::{region, sys, thread_slab};
+use crate::{region, release, slab_occupancy, sys, thread_slab};
 
 /// The links of the free slots of one region live in the slots' first four
 /// bytes.
@@ -70,6 +70,17 @@ fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
 #[inline(always)]
 pub fn alloc(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
+    if sc >= release::RELEASE_SC {
+        alloc_large(sc)
+    } else {
+        alloc_small(sc)
+    }
+}
+
+/// [`alloc`] for size classes below [`release::RELEASE_SC`]: the hot path.
+#[inline(always)]
+pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
+    debug_assert!((layout::MIN_SC..release::RELEASE_SC).contains(&sc));
     // A thread with a slab implies a reservation: no need to load the base.
     let Some(slab_addr) = thread_slab::current_if_assigned() else {
         return alloc_first(sc);
@@ -77,15 +88,106 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
     let region = slab_addr | layout::region_offset(0, sc);
     let links = SlotLinks { region, sc };
     let flh = flh(slab_addr | layout::flh_addr(0, 0, sc));
-    match free_list::pop(flh, &links, layout::num_slots(sc)) {
+    match free_list::pop_or_new_page(flh, &links, layout::num_slots(sc), sc) {
         Pop::Slot { slot, fresh } => {
             let p = links.slot_ptr(slot);
             debug_assert_eq!(layout::sc_of(p.addr()), sc);
             debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0);
             (p, fresh)
         }
+        Pop::NewPage => alloc_new_page(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
         _ => alloc_contended(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
     }
+}
+
+/// [`alloc`] for slots of at least [`release::RELEASE_SC`], whose pops
+/// keep the resident budget.
+#[inline(never)]
+pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
+    debug_assert!((release::RELEASE_SC..=MAX_SC).contains(&sc));
+    let Some(slab_addr) = thread_slab::current_if_assigned() else {
+        return alloc_first(sc);
+    };
+    let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));
+    let links = SlotLinks {
+        region: base | layout::region_offset(slab, sc),
+        sc,
+    };
+    let flh = flh(layout::flh_addr(base, slab, sc));
+    match free_list::pop_or_new_page(flh, &links, layout::num_slots(sc), sc) {
+        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
+        Pop::NewPage => alloc_new_page(base, slab, sc),
+        _ => alloc_contended(base, slab, sc),
+    }
+}
+
+/// The thread's list of `sc` offers only never-used slots, and the next one
+/// would touch new memory. Before that, look for freed slots, whose memory
+/// is likely resident: in the same size class on the other slabs that
+/// threads have used (and move the thread there: that slab's frees
+/// outnumber its allocations), then, for slots of at least
+/// [`release::RELEASE_SC`], up to [`release::BORROW_UP`] size classes
+/// larger (without moving). This keeps cross-thread frees from growing the
+/// touched memory of every slab to the whole working set.
+#[cold]
+#[inline(never)]
+fn alloc_new_page(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    let others = slab_occupancy::ever_used() & !(1 << slab);
+    let mut rest = others;
+    while rest != 0 {
+        let s = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        if let Some(got) = try_freed(base, s, sc) {
+            thread_slab::set(base, s);
+            return got;
+        }
+    }
+    if sc >= release::RELEASE_SC {
+        for up in sc + 1..=MAX_SC.min(sc + release::BORROW_UP) {
+            if let Some(got) = try_freed(base, slab, up) {
+                return got;
+            }
+            let mut rest = others;
+            while rest != 0 {
+                let s = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if let Some(got) = try_freed(base, s, up) {
+                    return got;
+                }
+            }
+        }
+    }
+    match try_pop(base, slab, sc) {
+        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
+        _ => alloc_contended(base, slab, sc),
+    }
+}
+
+/// One pop on (slab, size class) if its list starts with a freed slot,
+/// handing the slot out.
+#[inline]
+fn try_freed(base: usize, slab: usize, sc: u32) -> Option<(*mut u8, bool)> {
+    let flh = flh(layout::flh_addr(base, slab, sc));
+    // Relaxed: a hint; the pop that may follow does its own synchronization.
+    if flh.load(Ordering::Relaxed) as u32 & free_list::USED == 0 {
+        return None;
+    }
+    match try_pop(base, slab, sc) {
+        Pop::Slot { slot, fresh } => Some(taken(base, slab, sc, slot, fresh)),
+        _ => None,
+    }
+}
+
+/// The result of a successful pop of `slot` of (slab, size class) on a
+/// path other than the small-slot fast path.
+#[inline]
+fn taken(base: usize, slab: usize, sc: u32, slot: u32, fresh: bool) -> (*mut u8, bool) {
+    let addr = layout::slot_addr(base, slab, sc, slot);
+    if sc >= release::RELEASE_SC {
+        // SAFETY: we just popped the slot.
+        unsafe { release::after_pop(addr, sc, fresh) };
+    }
+    (sys::ptr_at(addr), fresh)
 }
 
 /// The first pop on the thread's own slab failed. Retry at home while the
@@ -99,9 +201,7 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
 fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
     loop {
         match try_pop(base, slab, sc) {
-            Pop::Slot { slot, fresh } => {
-                return (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh);
-            }
+            Pop::Slot { slot, fresh } => return taken(base, slab, sc, slot, fresh),
             // Another thread's push succeeded: progress (lock-free); retry.
             p if p.is_push_collision() => {}
             _ => return alloc_failover(base, slab, sc),
@@ -125,7 +225,7 @@ fn alloc_first(sc: u32) -> (*mut u8, bool) {
     };
     let slab = thread_slab::current(base);
     match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh),
+        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
         _ => alloc_failover(base, slab, sc),
     }
 }
@@ -148,9 +248,9 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
                         if s != slab {
                             thread_slab::set(base, s);
                         }
-                        return (sys::ptr_at(layout::slot_addr(base, s, sc, slot)), fresh);
+                        return taken(base, s, sc, slot, fresh);
                     }
-                    Pop::Empty => {}
+                    Pop::Empty | Pop::NewPage => {}
                     Pop::Collision { .. } => collided = true,
                 }
             }
@@ -180,6 +280,34 @@ pub unsafe fn dealloc(p: *mut u8) {
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    if release::is_large(addr) {
+        // SAFETY: the caller owns the slot.
+        return unsafe { dealloc_large(addr, sc) };
+    }
+    // SAFETY: the caller owns the slot.
+    unsafe { push(addr, sc) }
+}
+
+/// [`dealloc`] of a slot of at least [`release::RELEASE_SC`]: releases its
+/// pages or counts it as kept, then pushes it.
+///
+/// # Safety
+/// As for [`dealloc`]; `addr` is the slot's address, `sc` its size class.
+#[inline(never)]
+unsafe fn dealloc_large(addr: usize, sc: u32) {
+    // SAFETY: the caller owns the slot; it is not pushed yet.
+    unsafe {
+        release::before_push(addr, sc);
+        push(addr, sc);
+    }
+}
+
+/// Pushes the slot at `addr`, of size class `sc`, onto its list.
+///
+/// # Safety
+/// The caller owns the slot.
+#[inline(always)]
+unsafe fn push(addr: usize, sc: u32) {
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)
     // hold its link while it is free, always accessed atomically.

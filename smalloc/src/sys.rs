@@ -72,11 +72,33 @@ pub fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
     }
 }
 
-/// The page size.
+/// The page size (asked once, then cached).
 pub fn page_size() -> usize {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: every thread computes the same value; no other data depends
+    // on it.
+    let n = PAGE.load(Ordering::Relaxed);
+    if n != 0 {
+        return n;
+    }
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
+    let n = if n > 0 { n as usize } else { 4096 };
+    PAGE.store(n, Ordering::Relaxed);
+    n
+}
+
+/// Gives the pages of `[p, p + len)` back to the kernel
+/// (`MADV_DONTNEED`): they stay mapped and read as zero when next touched.
+/// False if the kernel refused (the memory is then unchanged).
+///
+/// # Safety
+/// `p` is page-aligned, `[p, p + len)` lies in a private anonymous mapping
+/// of ours, and nobody needs its contents.
+pub unsafe fn release(p: *mut u8, len: usize) -> bool {
+    // SAFETY: per the contract; the range stays mapped.
+    unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
 }
 
 /// This process's id.

@@ -54,6 +54,7 @@ pub fn current(base: usize) -> usize {
 #[inline]
 pub fn set(base: usize, slab: usize) {
     debug_assert!(slab < NUM_SLABS);
+    crate::slab_occupancy::note_used(slab);
     tls::store(base | (slab << SLAB_SHIFT));
 }
 

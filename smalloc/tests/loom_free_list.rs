@@ -60,13 +60,23 @@ impl List {
         })
     }
 
-    /// Pops, retrying collisions; None when empty.
+    /// Pops, retrying collisions; None when empty. Goes through
+    /// `pop_or_new_page` as the allocator does, with 2 KiB slots (so every
+    /// second never-used slot starts a new page), then takes the new page's
+    /// slot with the plain `pop`, as the allocator does when it finds no
+    /// freed slot elsewhere.
     fn pop(&self) -> Option<u32> {
         loop {
-            match free_list::pop(&self.flh, &self.links, self.n) {
+            match free_list::pop_or_new_page(&self.flh, &self.links, self.n, 11) {
                 Pop::Slot { slot, .. } => return Some(slot),
                 Pop::Empty => return None,
                 Pop::Collision { .. } => thread::yield_now(),
+                Pop::NewPage => match free_list::pop(&self.flh, &self.links, self.n) {
+                    Pop::Slot { slot, .. } => return Some(slot),
+                    Pop::Empty => return None,
+                    Pop::Collision { .. } => thread::yield_now(),
+                    Pop::NewPage => unreachable!("plain pop never reports a new page"),
+                },
             }
         }
     }
