@@ -3,7 +3,7 @@
 //! Slots below [`RELEASE_SC`] (64 KiB) never cost a system call on free;
 //! their memory stays resident for reuse (a thread that would touch new
 //! memory first looks for freed slots on other slabs, see
-//! `slots::alloc_new_page`, so that memory is reused rather than piled up).
+//! `slots::alloc_new_memory`, so that memory is reused rather than piled up).
 //!
 //! A freed slot of at least [`RELEASE_SC`] either stays resident ("kept"),
 //! if the *resident budget* allows, or gives every page but its first back

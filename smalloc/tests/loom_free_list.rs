@@ -17,6 +17,9 @@ use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
 use std::sync::atomic::Ordering;
 
+/// Slots of half [`free_list::NEW_MEMORY_STEP`] bytes.
+const HALF_STEP_SHIFT: u32 = free_list::NEW_MEMORY_STEP.trailing_zeros() - 1;
+
 struct Flh(AtomicU64);
 
 impl FlhCell for Flh {
@@ -61,21 +64,21 @@ impl List {
     }
 
     /// Pops, retrying collisions; None when empty. Goes through
-    /// `pop_or_new_page` as the allocator does, with 2 KiB slots (so every
-    /// second never-used slot starts a new page), then takes the new page's
-    /// slot with the plain `pop`, as the allocator does when it finds no
-    /// freed slot elsewhere.
+    /// `pop_or_new_memory` as the allocator does, with slots of half the new
+    /// memory step (so every second never-used slot starts new memory),
+    /// then takes that slot with the plain `pop`, as the allocator does when
+    /// it finds no freed slot elsewhere.
     fn pop(&self) -> Option<u32> {
         loop {
-            match free_list::pop_or_new_page(&self.flh, &self.links, self.n, 11) {
+            match free_list::pop_or_new_memory(&self.flh, &self.links, self.n, HALF_STEP_SHIFT) {
                 Pop::Slot { slot, .. } => return Some(slot),
                 Pop::Empty => return None,
                 Pop::Collision { .. } => thread::yield_now(),
-                Pop::NewPage => match free_list::pop(&self.flh, &self.links, self.n) {
+                Pop::NewMemory => match free_list::pop(&self.flh, &self.links, self.n) {
                     Pop::Slot { slot, .. } => return Some(slot),
                     Pop::Empty => return None,
                     Pop::Collision { .. } => thread::yield_now(),
-                    Pop::NewPage => unreachable!("plain pop never reports a new page"),
+                    Pop::NewMemory => unreachable!("plain pop never reports new memory"),
                 },
             }
         }
