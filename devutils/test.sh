@@ -36,7 +36,7 @@ if bash devutils/install-verify-deps.sh; then
     echo "== miri: the core's unit tests and the single-threaded integration tests"
     MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-weak-memory-emulation" \
         cargo +nightly miri nextest run -p smalloc --target-dir target/miri --no-fail-fast \
-        -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed)'
+        -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed) or binary(cross_slab_reuse)'
     for target in global_alloc c_api; do
         echo "== fuzz $target for ${FUZZ_SECONDS:-20}s (the committed seeds, then new inputs)"
         mkdir -p "target/fuzz-corpus/$target"

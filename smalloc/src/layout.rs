@@ -70,6 +70,29 @@ pub const MAX_SLOT_SIZE: usize = 1 << MAX_SC;
 /// number, the "used" flag and the end-of-list value all fit in a `u32` link.
 pub const MAX_SLOT_NUM_BITS: u32 = 30;
 
+/// Smallest size class of the *large* slots (64 KiB and more), which take
+/// their own, longer path on allocation and free (see `slots`), leaving
+/// the hot path to the smaller ones. It is the top bit of the size class
+/// field, so one bit of an address says whether its slot is large.
+pub const LARGE_SC: u32 = 1 << (SC_BITS - 1);
+
+/// Whether the slot at `addr` is large (of at least [`LARGE_SC`]).
+#[inline(always)]
+pub const fn is_large(addr: usize) -> bool {
+    addr & (1 << (SC_SHIFT + SC_BITS - 1)) != 0
+}
+
+/// Whether a request of `size` bytes aligned to `align` (a power of two)
+/// needs a large slot or a big mapping: [`size_class`] would be at least
+/// [`LARGE_SC`]. True for size 0. The cheap test front ends use to pick
+/// the hot path.
+#[inline(always)]
+pub const fn needs_large(size: usize, align: usize) -> bool {
+    // size_class is the bit length of this OR (at least MIN_SC); it is below
+    // LARGE_SC exactly when the OR is below 2^(LARGE_SC - 1).
+    (size.wrapping_sub(1) | (align - 1)) >= (1 << (LARGE_SC - 1))
+}
+
 /// Distance between two flhs of one slab: one cache line each.
 pub const FLH_STRIDE_SHIFT: u32 = 6;
 

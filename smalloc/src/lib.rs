@@ -81,7 +81,7 @@ impl Smalloc {
 unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !release::needs_large(layout.size(), layout.align()) {
+        if !layout::needs_large(layout.size(), layout.align()) {
             slots::alloc_small(size_class(layout.size(), layout.align())).0
         } else {
             alloc_large_or_big(layout)
@@ -165,7 +165,7 @@ unsafe impl GlobalAlloc for Smalloc {
 }
 
 /// [`GlobalAlloc::alloc`] of a slot of at least
-/// [`release::RELEASE_SC`] or of a big mapping.
+/// [`layout::LARGE_SC`] or of a big mapping.
 #[inline(never)]
 fn alloc_large_or_big(layout: Layout) -> *mut u8 {
     let sc = size_class(layout.size(), layout.align());

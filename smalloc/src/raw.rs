@@ -26,7 +26,7 @@ pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
 /// False for size 0.
 #[inline(always)]
 pub const fn is_small(size: usize, align: usize) -> bool {
-    !crate::release::needs_large(size, align)
+    !crate::layout::needs_large(size, align)
 }
 
 /// [`alloc_slot`] for a size class of a request that [`is_small`]: the
@@ -113,21 +113,9 @@ pub fn flh_word(slab: usize, sc: u32) -> u64 {
     flh.load(Ordering::Relaxed)
 }
 
-/// Bytes of freed slots of 64 KiB and more that are kept resident now
-/// (within the resident budget) instead of being given back to the kernel.
-/// For diagnostics and tests.
-pub fn kept_bytes() -> usize {
-    crate::release::kept_bytes()
-}
-
-/// The resident budget's floor: this many bytes of freed slots of 64 KiB
-/// and more may stay resident, or half the bytes of such slots in use if
-/// that is more; slots freed beyond it give their pages back.
-pub const RESIDENT_BUDGET: usize = crate::release::RESIDENT_BUDGET;
-
-/// Freed slots of this size and more always give their pages (but the
-/// first) back to the kernel.
-pub const ALWAYS_RELEASE_SIZE: usize = 1 << crate::release::ALWAYS_RELEASE_SC;
+/// Freed slots of this size and more (64 MiB) give their pages (but the
+/// first) back to the kernel; smaller ones stay resident for reuse.
+pub const RELEASE_SIZE: usize = 1 << crate::release::RELEASE_SC;
 
 /// Moves the calling thread's allocations to `slab` (taken modulo the
 /// number of slabs) from now on, as a failover would. For benchmarks and

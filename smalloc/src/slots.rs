@@ -4,7 +4,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::{self, LinkStore, Pop};
-use crate::layout::{self, MAX_SC, NUM_SLABS};
+use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
 use crate::{region, release, slab_occupancy, sys, thread_slab};
 
 /// The links of the free slots of one region live in the slots' first four
@@ -70,17 +70,17 @@ fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
 #[inline(always)]
 pub fn alloc(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
-    if sc >= release::RELEASE_SC {
+    if sc >= LARGE_SC {
         alloc_large(sc)
     } else {
         alloc_small(sc)
     }
 }
 
-/// [`alloc`] for size classes below [`release::RELEASE_SC`]: the hot path.
+/// [`alloc`] for size classes below [`LARGE_SC`]: the hot path.
 #[inline(always)]
 pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
-    debug_assert!((layout::MIN_SC..release::RELEASE_SC).contains(&sc));
+    debug_assert!((layout::MIN_SC..LARGE_SC).contains(&sc));
     // A thread with a slab implies a reservation: no need to load the base.
     let Some(slab_addr) = thread_slab::current_if_assigned() else {
         return alloc_first(sc);
@@ -102,11 +102,11 @@ pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
     }
 }
 
-/// [`alloc`] for slots of at least [`release::RELEASE_SC`], whose pops
-/// keep the resident budget.
+/// [`alloc`] for large slots (of at least [`LARGE_SC`]): every never-used
+/// slot is new memory worth looking elsewhere first.
 #[inline(never)]
 pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
-    debug_assert!((release::RELEASE_SC..=MAX_SC).contains(&sc));
+    debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
     let Some(slab_addr) = thread_slab::current_if_assigned() else {
         return alloc_first(sc);
     };
@@ -128,7 +128,7 @@ pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
 /// is likely resident: in the same size class on the other slabs that
 /// threads have used (and move the thread there: that slab's frees
 /// outnumber its allocations), then, for slots of at least
-/// [`release::RELEASE_SC`], up to [`release::BORROW_UP`] size classes
+/// [`LARGE_SC`], up to [`BORROW_UP`] size classes
 /// larger (without moving). This keeps cross-thread frees from growing the
 /// touched memory of every slab to the whole working set.
 #[cold]
@@ -144,8 +144,8 @@ fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
             return got;
         }
     }
-    if sc >= release::RELEASE_SC {
-        for up in sc + 1..=MAX_SC.min(sc + release::BORROW_UP) {
+    if sc >= LARGE_SC {
+        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
             if let Some(got) = try_freed(base, slab, up) {
                 return got;
             }
@@ -180,17 +180,17 @@ fn try_freed(base: usize, slab: usize, sc: u32) -> Option<(*mut u8, bool)> {
     }
 }
 
-/// The result of a successful pop of `slot` of (slab, size class) on a
-/// path other than the small-slot fast path.
+/// A successful pop of `slot` of (slab, size class), as [`alloc`] returns
+/// it.
 #[inline]
 fn taken(base: usize, slab: usize, sc: u32, slot: u32, fresh: bool) -> (*mut u8, bool) {
-    let addr = layout::slot_addr(base, slab, sc, slot);
-    if sc >= release::RELEASE_SC {
-        // SAFETY: we just popped the slot.
-        unsafe { release::after_pop(addr, sc, fresh) };
-    }
-    (sys::ptr_at(addr), fresh)
+    (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh)
 }
+
+/// A large request whose own list holds no freed slot takes a freed slot of
+/// up to this many size classes larger, if one is there, before it touches
+/// a never-used slot.
+const BORROW_UP: u32 = 2;
 
 /// Retries at home after collisions with pushes, before failing over.
 ///
@@ -293,7 +293,7 @@ pub unsafe fn dealloc(p: *mut u8) {
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
-    if release::is_large(addr) {
+    if layout::is_large(addr) {
         // SAFETY: the caller owns the slot.
         return unsafe { dealloc_large(addr, sc) };
     }
@@ -301,8 +301,8 @@ pub unsafe fn dealloc(p: *mut u8) {
     unsafe { push(addr, sc) }
 }
 
-/// [`dealloc`] of a slot of at least [`release::RELEASE_SC`]: releases its
-/// pages or counts it as kept, then pushes it.
+/// [`dealloc`] of a large slot: from [`release::RELEASE_SC`] on, releases
+/// its pages, then pushes it.
 ///
 /// # Safety
 /// As for [`dealloc`]; `addr` is the slot's address, `sc` its size class.

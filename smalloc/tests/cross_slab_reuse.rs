@@ -78,7 +78,9 @@ fn allowed_new(size: usize) -> usize {
 
 #[test]
 fn small_slots_freed_on_another_slab_are_reused_before_new_memory() {
-    let n = if cfg!(miri) { 3000 } else { 20_000 };
+    // Under Miri (slow) the count is too small for the bound to bite; it
+    // checks the paths for undefined behaviour.
+    let n = if cfg!(miri) { 200 } else { 20_000 };
     let reused = reuse_count(48, n);
     assert!(
         reused + allowed_new(48) >= n,

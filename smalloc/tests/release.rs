@@ -1,7 +1,8 @@
-//! Freed slots of 64 KiB and more: kept resident within the resident
-//! budget, their pages (but the first) given back to the kernel beyond it;
-//! a large request reuses a freed slot of a slightly larger size class
-//! before it touches new memory; contents and zeroing stay right throughout.
+//! Freed slots of the release size (64 MiB) and more give their pages (but
+//! the first) back to the kernel at once; smaller ones keep theirs for
+//! reuse; a large request reuses a freed slot of a slightly larger size
+//! class before it touches new memory; contents and zeroing stay right
+//! throughout.
 
 #![cfg(not(miri))] // madvise and /proc
 
@@ -42,64 +43,15 @@ fn free_all(blocks: &[*mut u8], size: usize) {
 }
 
 #[test]
-fn freed_slots_beyond_the_budget_give_their_pages_back() {
-    const N: usize = 400; // 400 MiB of 1 MiB slots, far beyond the budget
-    const { assert!(N * MIB > 3 * raw::RESIDENT_BUDGET) };
+fn slots_below_the_release_size_keep_their_pages() {
+    let size = raw::RELEASE_SIZE / 2;
     let start = rss_bytes();
-    let blocks = alloc_filled(N, MIB, 1000);
-    let full = rss_bytes();
-    assert!(full >= start + (N - 8) * MIB, "filled: {start} -> {full}");
-    free_all(&blocks, MIB);
-    let after = rss_bytes();
-    // As the frees went on, the bytes in use fell, and so did the budget:
-    // the kept slots shrank back to its floor.
-    let kept = raw::kept_bytes();
-    assert!(kept <= raw::RESIDENT_BUDGET + 4 * MIB, "kept {kept}");
-    // What stays: the kept slots, the first page of each released one, and
-    // some slack for the test's own allocations.
-    let bound = start + raw::RESIDENT_BUDGET + N * PAGE + 8 * MIB;
-    assert!(
-        after <= bound,
-        "after free: {after} > {bound} (full {full})"
-    );
-    eprintln!(
-        "RSS: start {} MiB, filled {} MiB, freed {} MiB (kept {} MiB)",
-        start / MIB,
-        full / MIB,
-        after / MIB,
-        kept / MIB
-    );
-
-    // Everything comes back (LIFO: the same slots), usable and zeroable.
-    let again: Vec<*mut u8> = (0..N)
-        // SAFETY: a non-zero layout.
-        .map(|_| unsafe { A.alloc_zeroed(layout(MIB)) })
-        .collect();
-    assert_eq!(raw::kept_bytes(), 0, "every kept slot was taken back");
-    for (i, &p) in again.iter().enumerate() {
-        assert!(blocks.contains(&p), "block {i} is new memory");
-        // SAFETY: a live block of MIB bytes.
-        assert!(unsafe { is_zero(p, MIB) }, "block {i} not zeroed");
-        // SAFETY: as above.
-        unsafe { fill(p, MIB, 5000 + i as u64) };
-    }
-    for (i, &p) in again.iter().enumerate() {
-        // SAFETY: as above.
-        assert_eq!(unsafe { check(p, MIB, 5000 + i as u64) }, Ok(()));
-    }
-    free_all(&again, MIB);
-}
-
-#[test]
-fn a_slot_freed_within_the_budget_keeps_its_pages() {
-    let size = 256 * 1024;
     let p = alloc_filled(1, size, 7)[0];
     free_all(&[p], size);
-    assert_eq!(raw::kept_bytes(), size);
+    assert!(rss_bytes() >= start + size - MIB, "the pages stayed");
     // SAFETY: a non-zero layout.
     let q = unsafe { A.alloc(layout(size)) };
     assert_eq!(q, p, "LIFO reuse");
-    assert_eq!(raw::kept_bytes(), 0);
     // Not released: the old contents past the first page (which holds the
     // free-list link and marker) are still there.
     // SAFETY: a live block of `size` bytes.
@@ -112,21 +64,33 @@ fn a_slot_freed_within_the_budget_keeps_its_pages() {
 }
 
 #[test]
-fn slots_of_the_always_release_size_give_their_pages_back_at_once() {
-    let size = raw::ALWAYS_RELEASE_SIZE;
+fn slots_of_the_release_size_give_their_pages_back_at_once() {
+    // Just over half the slot (the smallest request of its size class).
+    let size = raw::RELEASE_SIZE / 2 + 1;
     let start = rss_bytes();
-    let p = alloc_filled(1, size, 9)[0];
-    assert!(rss_bytes() >= start + size - MIB);
-    free_all(&[p], size);
-    assert_eq!(raw::kept_bytes(), 0);
+    let blocks = alloc_filled(3, size, 9);
+    assert!(rss_bytes() >= start + 3 * size - MIB);
+    free_all(&blocks, size);
     assert!(rss_bytes() < start + 4 * MIB, "the pages went back");
     // SAFETY: a non-zero layout.
     let q = unsafe { A.alloc(layout(size)) };
-    assert_eq!(q, p, "LIFO reuse");
-    // Released pages read as zero.
+    assert_eq!(q, blocks[2], "LIFO reuse");
+    // Released pages read as zero and are not resident until touched.
     // SAFETY: a live block of `size` bytes.
     assert!(unsafe { is_zero(q.add(PAGE), size - PAGE) });
-    free_all(&[q], size);
+    assert!(rss_bytes() < start + 4 * MIB);
+    // A zeroed request on a released slot: zero, and still not resident.
+    // SAFETY: a non-zero layout.
+    let z = unsafe { A.alloc_zeroed(layout(size)) };
+    assert_eq!(z, blocks[1]);
+    // SAFETY: a live block of `size` bytes.
+    assert!(unsafe { is_zero(z, size) });
+    assert!(rss_bytes() < start + 4 * MIB);
+    // SAFETY: a live block; then the contents are checked.
+    unsafe { fill(q, size, 10) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { check(q, size, 10) }, Ok(()));
+    free_all(&[q, z], size);
 }
 
 #[test]
@@ -139,7 +103,6 @@ fn a_large_request_reuses_a_freed_larger_slot_before_new_memory() {
     // SAFETY: a non-zero layout.
     let p = unsafe { A.alloc(layout(3 * MIB / 2)) };
     assert_eq!(p, big, "the freed larger slot is reused");
-    assert_eq!(raw::kept_bytes(), 0);
     // SAFETY: a live block (in a 4 MiB slot).
     unsafe { fill(p, 3 * MIB / 2, 12) };
     // SAFETY: as above.
@@ -158,7 +121,7 @@ fn a_large_request_reuses_a_freed_larger_slot_before_new_memory() {
 }
 
 #[test]
-fn realloc_across_large_classes_keeps_contents_and_budget() {
+fn realloc_across_large_classes_keeps_contents() {
     let mut size = 64 * 1024;
     // SAFETY: a non-zero layout.
     let mut p = unsafe { A.alloc(layout(size)) };
@@ -177,5 +140,4 @@ fn realloc_across_large_classes_keeps_contents_and_budget() {
     }
     // SAFETY: a live block with this layout.
     unsafe { A.dealloc(p, layout(size)) };
-    assert!(raw::kept_bytes() <= raw::RESIDENT_BUDGET);
 }
