@@ -113,7 +113,7 @@ pub fn flh_word(slab: usize, sc: u32) -> u64 {
     flh.load(Ordering::Relaxed)
 }
 
-/// Freed slots of this size and more (64 MiB) give their pages (but the
+/// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
 pub const RELEASE_SIZE: usize = 1 << crate::release::RELEASE_SC;
 

@@ -1,7 +1,7 @@
 //! Giving the memory of free slots back to the operating system.
 //!
-//! A freed slot of at least [`RELEASE_SC`] (64 MiB: blocks of more than
-//! 32 MiB) gives every page but its first back to the kernel
+//! A freed slot of at least [`RELEASE_SC`] (128 MiB: blocks of more than
+//! 64 MiB) gives every page but its first back to the kernel
 //! (`MADV_DONTNEED`) before it is pushed: the first page keeps the slot's
 //! link, the others read as zero when next touched. Smaller slots never
 //! cost a system call on free: their memory stays resident for reuse, and
@@ -10,18 +10,21 @@
 //! slots of 64 KiB and more, from slightly larger size classes; see
 //! `slots::alloc_new_memory`). So the memory of freed slots below the
 //! threshold is bounded by the most the program ever had freed at once of
-//! each size class, as with glibc's heap, which serves blocks up to its
-//! (adaptive) mmap threshold of at most 32 MiB from memory it keeps.
+//! each size class, much as glibc's heap keeps what it serves below its
+//! (adaptive) mmap threshold of at most 32 MiB.
 //!
 //! The threshold was chosen by measurement (`bench/preload/run.sh` mstress,
-//! blocks up to 4 MiB, and `bench --compare`): releasing slots from 64 KiB
-//! on made mstress 3 to 5 times slower, and the `medium`, `vec-grow` and
-//! `realloc-chain` rows 3 to 24 times slower, from page faults on reuse,
-//! with or without a budget of slots kept resident (a budget kept per size
-//! class fills up with idle slots buried in the LIFO lists, which no free
-//! can reach to release later, and then every later free of that class is
-//! released). With reuse across slabs and size classes, keeping them cost
-//! no more peak RSS than glibc on those programs.
+//! blocks up to 4 MiB, and `bench/ab.sh` on the `bench --compare` rows):
+//! releasing slots from 64 KiB on made mstress 3 to 5 times slower, and the
+//! `medium`, `vec-grow` and `realloc-chain` rows 3 to 24 times slower, from
+//! page faults on reuse, with or without a budget of slots kept resident (a
+//! budget per size class fills up with idle slots buried in the LIFO lists,
+//! which no free can reach to release later, and then every later free of
+//! that class is released). Releasing from 64 MiB slots on made the `large`
+//! row (blocks of 256 KiB-64 MiB, first and last byte written) 1.5 to 2.5
+//! times slower: a `madvise` with its TLB shootdown per free of a block
+//! over 32 MiB. With reuse across slabs and size classes, keeping freed
+//! slots cost no more peak RSS than glibc on the stress programs.
 //!
 //! What is zero: a never-used slot is still known to be zero (the flh's
 //! `used` flag says so). A released slot's pages past the first are zero
@@ -33,9 +36,9 @@ use core::ptr;
 
 use crate::sys;
 
-/// Freed slots of this size class and above (64 MiB) give their pages but
+/// Freed slots of this size class and above (128 MiB) give their pages but
 /// the first back to the kernel.
-pub const RELEASE_SC: u32 = 26;
+pub const RELEASE_SC: u32 = 27;
 
 /// From this size on, [`clear`] releases whole pages instead of writing
 /// them.

@@ -42,6 +42,13 @@ pub fn ever_used() -> usize {
     EVER_USED.load(Ordering::Relaxed)
 }
 
+/// Whether no live thread calls `slab` home.
+#[inline]
+pub fn is_unowned(slab: usize) -> bool {
+    // Relaxed: a placement hint.
+    LIVE[slab].load(Ordering::Relaxed) == 0
+}
+
 /// The exit-notification key plus one; 0 while not created; `usize::MAX`
 /// if it could not be created (then counts only ever grow, and the choice
 /// degrades to round robin, which is what the counts then produce).
