@@ -42,11 +42,14 @@ pub fn ever_used() -> usize {
     EVER_USED.load(Ordering::Relaxed)
 }
 
-/// Whether no live thread calls `slab` home.
+/// The slabs no live thread calls home, as a bit set.
 #[inline]
-pub fn is_unowned(slab: usize) -> bool {
+pub fn unowned() -> usize {
     // Relaxed: a placement hint.
-    LIVE[slab].load(Ordering::Relaxed) == 0
+    LIVE.iter()
+        .enumerate()
+        .filter(|(_, live)| live.load(Ordering::Relaxed) == 0)
+        .fold(0, |set, (i, _)| set | 1 << i)
 }
 
 /// The exit-notification key plus one; 0 while not created; `usize::MAX`

@@ -131,25 +131,31 @@ pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
 /// memory of every slab to the whole working set, and lets a new thread
 /// reuse what finished threads freed.
 ///
-/// A small slot found on a slab that no live thread calls home moves the
-/// thread there (its next allocations of every size class go there, with
-/// nobody to contend with; the next search brings it back if needed).
-/// Otherwise the slot is only borrowed: moving in with a live owner would
-/// make both contend on every allocation (measured: `bench --compare`
-/// `medium@2` 2.2x slower), and a large slot is not worth moving for.
+/// Slabs no live thread calls home come first: their freed slots are
+/// nobody's working set, and moving there contends with nobody. A small
+/// slot found moves the thread to that slab (its next allocations of every
+/// size class go there; the next search brings it back if needed); a large
+/// one is only borrowed. Measured (`bench/ab.sh`, `bench/preload`): moving
+/// in with a live owner first made `bench --compare` `medium@2` 2.2x
+/// slower (both threads then contend on every allocation), and borrowing
+/// single slots from live owners instead of moving made larson 10-20%
+/// slower with more memory.
 #[cold]
 #[inline(never)]
 fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
     let others = slab_occupancy::ever_used() & !(1 << slab);
-    let mut rest = others;
-    while rest != 0 {
-        let s = rest.trailing_zeros() as usize;
-        rest &= rest - 1;
-        if let Some(got) = try_freed(base, s, sc) {
-            if sc < LARGE_SC && slab_occupancy::is_unowned(s) {
-                thread_slab::set(base, s);
+    let unowned = others & slab_occupancy::unowned();
+    for candidates in [unowned, others & !unowned] {
+        let mut rest = candidates;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            if let Some(got) = try_freed(base, s, sc) {
+                if sc < LARGE_SC {
+                    thread_slab::set(base, s);
+                }
+                return got;
             }
-            return got;
         }
     }
     if sc >= LARGE_SC {
