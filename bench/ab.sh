@@ -8,7 +8,8 @@
 #   bash bench/ab.sh REV [RUNS] [extra bench arguments...]
 #
 # Environment: OUT (default target/ab) holds the worktree, the builds and
-# the raw CSVs. Needs the same tools as bench/compare.sh.
+# the raw CSVs (remove the worktree with `git worktree remove` when done).
+# Needs the same tools as bench/compare.sh.
 set -euo pipefail
 rev="${1:?usage: bench/ab.sh REV [RUNS] [bench arguments...]}"
 runs="${2:-5}"
