@@ -328,3 +328,38 @@ fn collisions_are_told_apart_by_the_push_counter() {
     );
     assert!(!Pop::Empty.is_push_collision());
 }
+
+#[test]
+fn the_large_slot_tests_agree_with_size_class() {
+    // needs_large (the front ends' one-test dispatch) must say exactly
+    // "size class >= LARGE_SC": an off-by-one sends 2^(LARGE_SC) - byte
+    // requests down the hot path, which never handles large slots.
+    let mut sizes: Vec<usize> = (1..=600).collect();
+    for k in 2..40 {
+        let p = 1usize << k;
+        sizes.extend([p - 1, p, p + 1]);
+    }
+    for &size in &sizes {
+        for a in 0..20 {
+            let align = 1usize << a;
+            let sc = size_class(size, align);
+            assert_eq!(
+                needs_large(size, align),
+                sc >= LARGE_SC,
+                "size {size} align {align} (class {sc})"
+            );
+        }
+    }
+    assert!(needs_large(0, 1), "size 0 takes the slow path");
+    // is_large (free's one-bit test) agrees with the size class of every
+    // slot address.
+    for sc in MIN_SC..=MAX_SC {
+        for slab in [0, NUM_SLABS - 1] {
+            let last = num_slots(sc) - 1;
+            for slot in [0, last] {
+                let addr = slot_addr(1 << TOTAL_BITS, slab, sc, slot);
+                assert_eq!(is_large(addr), sc >= LARGE_SC, "class {sc}");
+            }
+        }
+    }
+}
