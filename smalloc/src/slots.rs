@@ -1,5 +1,7 @@
 //! Handing out and taking back slots: the allocator's hot paths, with
-//! failover across slabs and size classes.
+//! failover across slabs and size classes, the longer path of the large
+//! slots (64 KiB and more), and the search for freed slots on other slabs
+//! before new memory is touched.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
