@@ -83,6 +83,21 @@ pub fn alloc(sc: u32) -> (*mut u8, bool) {
 #[inline(always)]
 pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..LARGE_SC).contains(&sc));
+    alloc_at_home(sc)
+}
+
+/// [`alloc`] for large slots (of at least [`LARGE_SC`]), out of line so the
+/// hot path's callers stay small. For them every never-used slot is new
+/// memory worth looking elsewhere first (see [`alloc_new_memory`]).
+#[inline(never)]
+pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
+    debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    alloc_at_home(sc)
+}
+
+/// One pop on the thread's own slab; the cold paths take over from there.
+#[inline(always)]
+fn alloc_at_home(sc: u32) -> (*mut u8, bool) {
     // A thread with a slab implies a reservation: no need to load the base.
     let Some(slab_addr) = thread_slab::current_if_assigned() else {
         return alloc_first(sc);
@@ -101,27 +116,6 @@ pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
             alloc_new_memory(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc)
         }
         _ => alloc_contended(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
-    }
-}
-
-/// [`alloc`] for large slots (of at least [`LARGE_SC`]): every never-used
-/// slot is new memory worth looking elsewhere first.
-#[inline(never)]
-pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
-    debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    let Some(slab_addr) = thread_slab::current_if_assigned() else {
-        return alloc_first(sc);
-    };
-    let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));
-    let links = SlotLinks {
-        region: base | layout::region_offset(slab, sc),
-        sc,
-    };
-    let flh = flh(layout::flh_addr(base, slab, sc));
-    match free_list::pop_or_new_memory(flh, &links, layout::num_slots(sc), sc) {
-        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
-        Pop::NewMemory => alloc_new_memory(base, slab, sc),
-        _ => alloc_contended(base, slab, sc),
     }
 }
 
@@ -148,10 +142,7 @@ fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
     let others = slab_occupancy::ever_used() & !(1 << slab);
     let unowned = others & slab_occupancy::unowned();
     for candidates in [unowned, others & !unowned] {
-        let mut rest = candidates;
-        while rest != 0 {
-            let s = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
+        for s in slabs_in(candidates) {
             if let Some(got) = try_freed(base, s, sc) {
                 if sc < LARGE_SC {
                     thread_slab::set(base, s);
@@ -165,10 +156,7 @@ fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
             if let Some(got) = try_freed(base, slab, up) {
                 return got;
             }
-            let mut rest = others;
-            while rest != 0 {
-                let s = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
+            for s in slabs_in(others) {
                 if let Some(got) = try_freed(base, s, up) {
                     return got;
                 }
@@ -179,6 +167,15 @@ fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
         Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
         _ => alloc_contended(base, slab, sc),
     }
+}
+
+/// The slabs in the bit set `set`, lowest first.
+fn slabs_in(mut set: usize) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        let s = (set != 0).then(|| set.trailing_zeros() as usize)?;
+        set &= set - 1;
+        Some(s)
+    })
 }
 
 /// One pop on (slab, size class) if its list starts with a freed slot,
