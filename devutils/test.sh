@@ -20,6 +20,11 @@ echo "== core tests again with the portable (pthread key) thread-slab fallback"
 RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \
     --target-dir target/portable-tls --no-fail-fast
 
+echo "== core tests again with the diagnostic counters (the diag feature), and the builds that use them"
+cargo nextest run -p smalloc --features diag --target-dir target/diag --no-fail-fast
+cargo build -p bench --features smalloc-diag --target-dir target/diag
+cargo build -p smalloc-ffi --features diag --target-dir target/diag
+
 echo "== loom: every interleaving of the real free-list code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list

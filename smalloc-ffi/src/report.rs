@@ -63,7 +63,7 @@ pub fn usage() -> Usage {
 
 /// A fixed-capacity byte buffer for one line.
 struct Line {
-    buf: [u8; 160],
+    buf: [u8; 512],
     len: usize,
 }
 
@@ -95,7 +95,7 @@ impl Line {
 /// Formats the report line of `pid` and `u`.
 fn line(pid: u64, u: Usage) -> Line {
     let mut l = Line {
-        buf: [0; 160],
+        buf: [0; 512],
         len: 0,
     };
     l.push(b"smalloc pid=");
@@ -108,6 +108,16 @@ fn line(pid: u64, u: Usage) -> Line {
     l.push_u64(u.bytes);
     l.push(b" frees=");
     l.push_u64(u.frees);
+    // The core's cold-path event counts, in a build with its `diag`
+    // feature (`--features diag`).
+    if let Some(counts) = smalloc_core::diag::snapshot() {
+        for (name, n) in smalloc_core::diag::NAMES.iter().zip(counts) {
+            l.push(b" ");
+            l.push(name.as_bytes());
+            l.push(b"=");
+            l.push_u64(n);
+        }
+    }
     l.push(b"\n");
     l
 }

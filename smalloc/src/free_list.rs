@@ -120,7 +120,8 @@ pub enum Pop {
     Empty,
     /// (Only from [`pop_or_new_memory`].) Nothing was taken: the head is a
     /// never-used slot that starts a new [`NEW_MEMORY_STEP`] of the region,
-    /// and the caller asked to hear of that first.
+    /// or the end of the region (the list is empty); the caller asked to
+    /// hear of that first.
     NewMemory,
     /// Another thread changed the flh between our load and our
     /// compare-and-swap; the list may well still hold slots.
@@ -157,7 +158,10 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_s
 /// the head is a never-used slot that starts a new [`NEW_MEMORY_STEP`]
 /// bytes of the region, given slots of `2^slot_shift` bytes (every
 /// never-used slot, for slots of that size and more): the caller may prefer
-/// a freed slot elsewhere to touching new memory.
+/// a freed slot elsewhere to touching new memory. An empty list (the head
+/// is the end of the region) is reported the same way, which keeps the hot
+/// path to one test; the region's size in bytes must be a multiple of
+/// [`NEW_MEMORY_STEP`].
 #[inline(always)]
 pub fn pop_or_new_memory<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
     flh: &F,
@@ -188,13 +192,20 @@ fn pop_inner<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
     let head = low & HEAD_MASK;
     let fresh = low & USED == 0;
     let next = if fresh {
-        if head >= num_slots {
-            return Pop::Empty;
-        }
-        if let Some(shift) = new_memory_shift {
-            if (u64::from(head) << shift) & (NEW_MEMORY_STEP - 1) == 0 {
+        match new_memory_shift {
+            // The head starts a new NEW_MEMORY_STEP of the region, or is the
+            // end of the region: `num_slots << shift` is a multiple of the
+            // step (checked where the allocator's geometry is defined), so
+            // one test on the hot path covers both rare cases, and the
+            // caller's plain `pop` tells them apart.
+            Some(shift) if (u64::from(head) << shift) & (NEW_MEMORY_STEP - 1) == 0 => {
+                debug_assert_eq!((u64::from(num_slots) << shift) % NEW_MEMORY_STEP, 0);
+                debug_assert!(head <= num_slots);
                 return Pop::NewMemory;
             }
+            Some(_) => debug_assert!(head < num_slots),
+            None if head >= num_slots => return Pop::Empty,
+            None => {}
         }
         // The never-used tail continues with the next slot, still unused.
         head + 1

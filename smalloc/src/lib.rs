@@ -27,6 +27,7 @@
 extern crate std;
 
 mod big;
+pub mod diag;
 pub mod free_list;
 pub mod layout;
 pub mod raw;

@@ -5,6 +5,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::diag::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
 use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
 use crate::{region, release, slab_occupancy, sys, thread_slab};
@@ -51,6 +52,16 @@ fn flh(addr: usize) -> &'static AtomicU64 {
     // is atomic.
     unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
 }
+
+// `pop_or_new_memory` reports the end of a region as new memory: every
+// region's slots must span a whole number of steps.
+const _: () = {
+    let mut sc = layout::MIN_SC;
+    while sc <= MAX_SC {
+        assert!((layout::num_slots(sc) as u64) << sc & (free_list::NEW_MEMORY_STEP - 1) == 0);
+        sc += 1;
+    }
+};
 
 /// One pop attempt on (slab, size class).
 #[inline(always)]
@@ -139,11 +150,26 @@ fn alloc_at_home(sc: u32) -> (*mut u8, bool) {
 #[cold]
 #[inline(never)]
 fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    let t = diag::ticks();
+    let got = find_freed(base, slab, sc);
+    diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
+    got
+}
+
+/// The body of [`alloc_new_memory`].
+#[inline(always)]
+fn find_freed(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    diag::count(Event::NewMemory);
     let others = slab_occupancy::ever_used() & !(1 << slab);
     let unowned = others & slab_occupancy::unowned();
     for candidates in [unowned, others & !unowned] {
         for s in slabs_in(candidates) {
             if let Some(got) = try_freed(base, s, sc) {
+                diag::count(if candidates == unowned {
+                    Event::FreedUnowned
+                } else {
+                    Event::FreedOwned
+                });
                 if sc < LARGE_SC {
                     thread_slab::set(base, s);
                 }
@@ -154,15 +180,18 @@ fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
     if sc >= LARGE_SC {
         for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
             if let Some(got) = try_freed(base, slab, up) {
+                diag::count(Event::FreedLarger);
                 return got;
             }
             for s in slabs_in(others) {
                 if let Some(got) = try_freed(base, s, up) {
+                    diag::count(Event::FreedLarger);
                     return got;
                 }
             }
         }
     }
+    diag::count(Event::NeverUsed);
     match try_pop(base, slab, sc) {
         Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
         _ => alloc_contended(base, slab, sc),
@@ -224,12 +253,16 @@ const PUSH_COLLISION_RETRIES: u32 = 2;
 #[cold]
 #[inline(never)]
 fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    diag::count(Event::Contended);
     let mut retries = 0;
     loop {
         match try_pop(base, slab, sc) {
             Pop::Slot { slot, fresh } => return taken(base, slab, sc, slot, fresh),
             // Another thread's push succeeded: progress (lock-free); retry.
-            p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => retries += 1,
+            p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => {
+                diag::count(Event::PushRetry);
+                retries += 1
+            }
             _ => return alloc_failover(base, slab, sc),
         }
     }
@@ -240,6 +273,7 @@ fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
 #[cold]
 #[inline(never)]
 fn alloc_first(sc: u32) -> (*mut u8, bool) {
+    diag::count(Event::FirstAlloc);
     let base = region::base_raw();
     let base = if region::is_ready(base) {
         base
@@ -261,6 +295,8 @@ fn alloc_first(sc: u32) -> (*mut u8, bool) {
 #[cold]
 #[inline(never)]
 fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
+    diag::count(Event::Failover);
+    let want = sc;
     // On the first pass over `sc`, try the thread's own slab last: it just
     // failed.
     let mut first = slab + 1;
@@ -271,6 +307,9 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
                 let s = (first + i) % NUM_SLABS;
                 match try_pop(base, s, sc) {
                     Pop::Slot { slot, fresh } => {
+                        if sc != want {
+                            diag::count(Event::FailoverLarger);
+                        }
                         if s != slab {
                             thread_slab::set(base, s);
                         }

@@ -363,3 +363,25 @@ fn the_large_slot_tests_agree_with_size_class() {
         }
     }
 }
+
+#[test]
+fn diag_counts_cold_path_events_only_with_its_feature() {
+    use crate::diag::{Event, snapshot};
+    let l = Layout::from_size_align(48, 8).unwrap();
+    let before = snapshot();
+    // A new thread's first allocation is a cold-path event.
+    std::thread::spawn(move || {
+        // SAFETY: a non-zero layout; the block is freed at once.
+        unsafe { Smalloc.dealloc(Smalloc.alloc(l), l) }
+    })
+    .join()
+    .unwrap();
+    let after = snapshot();
+    if cfg!(feature = "diag") {
+        let (before, after) = (before.unwrap(), after.unwrap());
+        let first = Event::FirstAlloc as usize;
+        assert!(after[first] > before[first], "{before:?} -> {after:?}");
+    } else {
+        assert_eq!((before, after), (None, None));
+    }
+}

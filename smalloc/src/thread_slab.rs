@@ -55,6 +55,7 @@ pub fn current(base: usize) -> usize {
 pub fn set(base: usize, slab: usize) {
     debug_assert!(slab < NUM_SLABS);
     crate::slab_occupancy::note_used(slab);
+    crate::diag::count(crate::diag::Event::Move);
     tls::store(base | (slab << SLAB_SHIFT));
 }
 

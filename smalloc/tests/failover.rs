@@ -91,3 +91,43 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert_eq!(unsafe { A.alloc(l) }, back);
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "half a million allocations: too slow under Miri")]
+fn a_small_size_class_runs_out_on_the_hot_path_and_fails_over() {
+    // 32 KiB slots: the largest size class of the hot path, with the
+    // fewest slots per region (2^19). Allocating them touches nothing.
+    // The hot path notices the end of the region with the same test that
+    // notices new memory; the allocation after the last slot must come
+    // from another slab, not from past the region's end.
+    let sc = smalloc::layout::LARGE_SC - 1;
+    let n = num_slots(sc) as usize;
+    let l = Layout::from_size_align(1 << sc, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let first = unsafe { A.alloc(l) };
+    let home = slab_of(first.addr());
+    let mut last = first;
+    for i in 1..n {
+        // SAFETY: as above.
+        let p = unsafe { A.alloc(l) };
+        assert_eq!(slab_of(p.addr()), home, "slot {i} left home early");
+        assert_eq!(smalloc::layout::slot_of(p.addr(), sc) as usize, i);
+        last = p;
+    }
+    // SAFETY: as above.
+    let next = unsafe { A.alloc(l) };
+    assert!(!next.is_null());
+    assert_ne!(slab_of(next.addr()), home);
+    assert_eq!(sc_of(next.addr()), sc);
+    // Both ends of the home region hold writable, distinct slots.
+    // SAFETY: live blocks of `1 << sc` bytes.
+    unsafe {
+        first.write(1);
+        last.add((1 << sc) - 1).write(2);
+        next.write(3);
+        assert_eq!(
+            (first.read(), last.add((1 << sc) - 1).read(), next.read()),
+            (1, 2, 3)
+        );
+    }
+}

@@ -17,8 +17,8 @@ use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
 use std::sync::atomic::Ordering;
 
-/// Slots of half [`free_list::NEW_MEMORY_STEP`] bytes.
-const HALF_STEP_SHIFT: u32 = free_list::NEW_MEMORY_STEP.trailing_zeros() - 1;
+/// Slots of [`free_list::NEW_MEMORY_STEP`] bytes.
+const STEP_SHIFT: u32 = free_list::NEW_MEMORY_STEP.trailing_zeros();
 
 struct Flh(AtomicU64);
 
@@ -47,30 +47,39 @@ impl LinkStore for Links {
     }
 }
 
-/// A list of `n` slots.
+/// A list of `n` slots of `2^shift` bytes.
 struct List {
     flh: Flh,
     links: Links,
     n: u32,
+    shift: u32,
 }
 
 impl List {
+    /// Slots of half the new-memory step when `n` is even (every second
+    /// never-used slot starts new memory), else of a whole step: the
+    /// allocator's regions are a whole number of steps, which
+    /// `pop_or_new_memory` relies on to notice the end of the region.
     fn new(n: u32) -> Arc<List> {
         Arc::new(List {
             flh: Flh(AtomicU64::new(0)),
             links: Links((0..n).map(|_| Link(AtomicU32::new(0))).collect()),
             n,
+            shift: if n % 2 == 0 {
+                STEP_SHIFT - 1
+            } else {
+                STEP_SHIFT
+            },
         })
     }
 
     /// Pops, retrying collisions; None when empty. Goes through
-    /// `pop_or_new_memory` as the allocator does, with slots of half the new
-    /// memory step (so every second never-used slot starts new memory),
-    /// then takes that slot with the plain `pop`, as the allocator does when
-    /// it finds no freed slot elsewhere.
+    /// `pop_or_new_memory` as the allocator does, then takes a never-used
+    /// slot that starts new memory with the plain `pop`, as the allocator
+    /// does when it finds no freed slot elsewhere.
     fn pop(&self) -> Option<u32> {
         loop {
-            match free_list::pop_or_new_memory(&self.flh, &self.links, self.n, HALF_STEP_SHIFT) {
+            match free_list::pop_or_new_memory(&self.flh, &self.links, self.n, self.shift) {
                 Pop::Slot { slot, .. } => return Some(slot),
                 Pop::Empty => return None,
                 Pop::Collision { .. } => thread::yield_now(),
