@@ -149,8 +149,10 @@ unsafe fn free_other(p: *mut c_void) {
 pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if raw::owns(p.cast()) {
         // `size - 1 < slot` is `0 < size <= slot`: size 0 wraps around and
-        // takes the slow path.
-        if size.wrapping_sub(1) < raw::slot_size(p.cast()) {
+        // takes the slow path. A block that shrinks to an eighth of a slot
+        // of 1 MiB or more moves to a smaller slot (`raw::moves_on_shrink`).
+        let slot = raw::slot_size(p.cast());
+        if size.wrapping_sub(1) < slot && (size > slot >> 3 || slot < SHRINK_MOVE_MIN) {
             return p;
         }
         // SAFETY: `p` is a live slot of ours.
@@ -160,7 +162,8 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     unsafe { realloc_slow(p, size) }
 }
 
-/// [`realloc`] of a slot that does not hold `size` bytes (or `size == 0`).
+/// [`realloc`] of a slot that does not hold `size` bytes (or `size == 0`),
+/// or that the block shrinks out of.
 ///
 /// # Safety
 /// `p` is a live slot owned by the caller.
@@ -173,6 +176,23 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
         return ptr::null_mut();
     }
     let sc = raw::size_class(size, MIN_ALIGN);
+    let old = raw::slot_size(p.cast());
+    if size <= old {
+        // Shrinking to an eighth or less of a slot of 1 MiB or more: move to
+        // a slot of the new size, keeping the first `size` bytes.
+        debug_assert!(raw::moves_on_shrink(old.trailing_zeros(), sc));
+        let q: *mut c_void = raw::alloc_slot(sc).0.cast();
+        if q.is_null() {
+            // No smaller slot to be had: the block fits where it is.
+            return p;
+        }
+        // SAFETY: distinct live blocks; both hold `size` bytes.
+        unsafe {
+            ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), size);
+            raw::free_slot(p.cast());
+        }
+        return q;
+    }
     let q: *mut c_void = if sc <= raw::MAX_SC {
         raw::alloc_slot(raw::grower_sc(sc)).0.cast()
     } else {
@@ -183,7 +203,6 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
     }
     // The caller's data fits the old slot, and the new block is larger
     // than it: copy the whole old slot.
-    let old = raw::slot_size(p.cast());
     // SAFETY: distinct live blocks; `q` holds `size > old` bytes.
     unsafe {
         ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old);
@@ -191,6 +210,10 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
     }
     q
 }
+
+/// Slots of at least this many bytes (1 MiB) are left by a block that
+/// shrinks to an eighth of them or less (see `raw::moves_on_shrink`).
+const SHRINK_MOVE_MIN: usize = 1 << raw::SHRINK_MOVE_MIN_SC;
 
 /// [`realloc`] of null, a big allocation or a foreign pointer.
 ///

@@ -127,23 +127,30 @@ unsafe impl GlobalAlloc for Smalloc {
         let new_sc = size_class(new_size, align);
         if size_class(old_size, align) <= MAX_SC {
             // The slot may be larger than the layout asked for (growers,
-            // failover to a larger size class): stay while it fits.
+            // failover to a larger size class): stay while it fits, unless
+            // the block shrinks to an eighth of a slot of 1 MiB or more.
             let cur_sc = layout::sc_of(p.addr());
-            if new_sc <= cur_sc {
+            if new_sc <= cur_sc && !layout::moves_on_shrink(cur_sc, new_sc) {
                 return p;
             }
-            let q = if new_sc <= MAX_SC {
-                slots::alloc(layout::grower_sc(new_sc)).0
+            let (q, keep) = if new_sc > MAX_SC {
+                (big::alloc(new_size, align), old_size)
+            } else if new_sc > cur_sc {
+                (slots::alloc(layout::grower_sc(new_sc)).0, old_size)
             } else {
-                big::alloc(new_size, align)
+                // Shrinking: the smaller slot holds exactly what is kept.
+                (slots::alloc(new_sc).0, new_size)
             };
             if !q.is_null() {
-                // SAFETY: `q` is a new allocation larger than `old_size`;
-                // the caller owns `p`.
+                // SAFETY: `q` is a new allocation of at least `keep` bytes,
+                // the smaller of the two sizes; the caller owns `p`.
                 unsafe {
-                    ptr::copy_nonoverlapping(p, q, old_size);
+                    ptr::copy_nonoverlapping(p, q, keep);
                     slots::dealloc(p);
                 }
+            } else if new_sc <= cur_sc {
+                // No smaller slot to be had: the block fits where it is.
+                return p;
             }
             q
         } else if new_sc <= MAX_SC {

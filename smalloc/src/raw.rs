@@ -7,7 +7,9 @@
 //! example with its own mapping and header), and [`owns`] tells the two
 //! apart on free.
 
-pub use crate::layout::{MAX_SC, MAX_SLOT_SIZE, MIN_SC, grower_sc, size_class};
+pub use crate::layout::{
+    MAX_SC, MAX_SLOT_SIZE, MIN_SC, SHRINK_MOVE_MIN_SC, grower_sc, moves_on_shrink, size_class,
+};
 
 use crate::slots;
 

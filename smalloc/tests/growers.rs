@@ -1,4 +1,5 @@
-//! realloc: in place while the slot fits, growers when it does not.
+//! realloc: in place while the slot fits, growers when it does not, and out
+//! of a slot of 1 MiB or more when the block shrinks to an eighth of it.
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -91,26 +92,57 @@ fn growth_keeps_contents() {
 }
 
 #[test]
-fn shrink_stays_in_place() {
-    // A 1 MiB slot (the largest slot under Miri's small geometry).
-    let top = MAX_SLOT_SIZE.min(1 << 20);
+#[cfg_attr(miri, ignore = "slots of 1 MiB do not exist under Miri's geometry")]
+fn shrink_stays_in_place_until_an_eighth_of_a_large_slot() {
+    let top = 1 << 20;
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let p = unsafe { A.alloc(l(top)) };
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    unsafe { fill(p, 1000, 9) };
+    unsafe { fill(p, top, 9) };
+    // To half, and to just over an eighth: the block keeps its slot.
     let mut size = top;
-    for new in [500_000.min(top / 2), 4096, 1000, 17, 1] {
+    for new in [top / 2, top / 8 + 1] {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert_eq!(q, p);
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-        assert_eq!(unsafe { check(q, new.min(1000), 9) }, Ok(()));
+        assert_eq!(unsafe { check(q, new, 9) }, Ok(()));
         size = new;
     }
-    // And growing back within the slot stays too.
+    // Growing back within the slot stays too.
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    let q = unsafe { A.realloc(p, l(size), top) };
+    assert_eq!(unsafe { A.realloc(p, l(size), top) }, p);
+    size = top;
+    // To 1000 bytes: a 1 KiB slot, with the first 1000 bytes.
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let q = unsafe { A.realloc(p, l(size), 1000) };
+    assert_ne!(q, p);
+    assert_eq!(sc_of(q.addr()), 10);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    assert_eq!(unsafe { check(q, 1000, 9) }, Ok(()));
+    // The slot given up serves the next request of its size class.
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let again = unsafe { A.alloc(l(top)) };
+    assert_eq!(again, p);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    unsafe {
+        A.dealloc(again, l(top));
+        A.dealloc(q, l(1000));
+    }
+}
+
+#[test]
+fn shrink_in_a_slot_below_1_mib_stays_in_place() {
+    let size = MAX_SLOT_SIZE.min(512 << 10);
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let p = unsafe { A.alloc(l(size)) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    unsafe { fill(p, 100, 4) };
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    let q = unsafe { A.realloc(p, l(size), 1) };
     assert_eq!(q, p);
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    unsafe { A.dealloc(q, l(top)) };
+    assert_eq!(unsafe { check(q, 1, 4) }, Ok(()));
+    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+    unsafe { A.dealloc(q, l(1)) };
 }

@@ -34,6 +34,24 @@ int main(void) {
     CHECK(realloc(p, 128) == p && realloc(p, 101) == p && realloc(p, 1) == p);
     free(p);
 
+    /* Out of a slot of 1 MiB or more when the block needs an eighth of it
+     * or less: into a slot of the new size, keeping the prefix; the slot
+     * given up serves the next request of its size. */
+    p = malloc(1 << 20);
+    size_t slot = malloc_usable_size(p); /* 1 MiB, or a freed larger slot */
+    fill(p, slot, 5);
+    CHECK(realloc(p, slot / 2) == p && realloc(p, slot / 8 + 1) == p);
+    char *small = realloc(p, 1000);
+    CHECK(small != NULL && small != p && malloc_usable_size(small) == 1024 &&
+          check_fill(small, 1000, 5));
+    char *again = malloc(slot);
+    CHECK(again == p);
+    free(again);
+    free(small);
+    p = malloc(16384);
+    CHECK(realloc(p, 1) == p); /* below 1 MiB: in place */
+    free(p);
+
     /* Growers: a moved block lands in the smallest of 64 B, 128 B, 4 KiB,
      * 16 KiB, 64 KiB, 256 KiB, 2 MiB that fits, else its own class. */
     struct { size_t from, to, usable; } g[] = {
