@@ -7,8 +7,9 @@
 # small objects reach malloc instead of pymalloc.
 #
 # Environment (optional): RUNS (default 3), ALLOCS (default: glibc smalloc
-# jemalloc mimalloc tcmalloc), SMALLOC_SO or BUILD_SMALLOC=0, OUT (work
-# directory).
+# jemalloc mimalloc tcmalloc; NAME=path/to/lib.so adds a library of your
+# own, e.g. an older libsmalloc.so), SMALLOC_SO or BUILD_SMALLOC=0, OUT
+# (work directory).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -91,7 +92,7 @@ results="$out/results.txt"
 for r in $(seq 1 "$runs"); do
     for p in $programs; do
         for a in "${present[@]}"; do
-            echo "$p $a $(run_one "$a" "$p")" >> "$results"
+            echo "$p ${a%%=*} $(run_one "$a" "$p")" >> "$results"
         done
     done
     echo "run $r/$runs done" >&2
@@ -99,7 +100,7 @@ done
 
 python3 - "$results" "${present[@]}" <<'EOF'
 import sys, statistics as st
-path, allocs = sys.argv[1], sys.argv[2:]
+path, allocs = sys.argv[1], [a.split("=")[0] for a in sys.argv[2:]]
 data = {}
 for line in open(path):
     p, a, wall, rss = line.split()

@@ -8,7 +8,8 @@
 # Environment (all optional):
 #   PROGRAMS   programs to run (default: larson xmalloc-test cache-thrash cache-scratch mstress)
 #   ALLOCS     allocators (default: glibc smalloc jemalloc mimalloc tcmalloc;
-#              also smalloc-prev: the library in SMALLOC_PREV_SO, for A/B runs)
+#              also smalloc-prev: the library in SMALLOC_PREV_SO, and
+#              NAME=path/to/lib.so: any library of your own, for A/B runs)
 #   THREADS    thread counts (default: "2 8")
 #   RUNS       runs of each (program, threads, allocator) (default 5)
 #   SCALE      multiplies every program's amount of work (default 1; 0.1 is quick)
@@ -75,7 +76,7 @@ for ((run = 1; run <= runs; run++)); do
             for ((k = 0; k < n; k++)); do
                 a="${present[$(((k + run - 1) % n))]}"
                 lib="$(lib_of "$a")"
-                log="$out/logs/$p-$t-$a-$run.log"
+                log="$out/logs/$p-$t-${a%%=*}-$run.log"
                 rm -f "$out/m.txt"
                 # shellcheck disable=SC2046 # word splitting of the arguments is intended
                 if "$out/bin/measure" ${lib:+-p "$lib"} -o "$out/m.txt" -- "$out/bin/$p" \
@@ -86,7 +87,7 @@ for ((run = 1; run <= runs; run++)); do
                 fi
                 wall=nan rss=0 user=nan sys=nan status=-1
                 [ -s "$out/m.txt" ] && read -r wall rss user sys status <"$out/m.txt"
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$t" "$a" "$run" "$wall" "$rss" \
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$t" "${a%%=*}" "$run" "$wall" "$rss" \
                     "$user" "$sys" "$status" >>"$results"
             done
         done
