@@ -150,9 +150,9 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if raw::owns(p.cast()) {
         // `size - 1 < slot` is `0 < size <= slot`: size 0 wraps around and
         // takes the slow path. A block that shrinks to an eighth of a slot
-        // of 1 MiB or more moves to a smaller slot (`raw::moves_on_shrink`).
+        // of 1 MiB or more moves to a smaller slot.
         let slot = raw::slot_size(p.cast());
-        if size.wrapping_sub(1) < slot && (size > slot >> 3 || slot < SHRINK_MOVE_MIN) {
+        if size.wrapping_sub(1) < slot && !raw::shrink_leaves_slot(slot, size) {
             return p;
         }
         // SAFETY: `p` is a live slot of ours.
@@ -180,6 +180,7 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
     if size <= old {
         // Shrinking to an eighth or less of a slot of 1 MiB or more: move to
         // a slot of the new size, keeping the first `size` bytes.
+        debug_assert!(raw::shrink_leaves_slot(old, size));
         debug_assert!(raw::moves_on_shrink(old.trailing_zeros(), sc));
         let q: *mut c_void = raw::alloc_slot(sc).0.cast();
         if q.is_null() {
@@ -210,10 +211,6 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
     }
     q
 }
-
-/// Slots of at least this many bytes (1 MiB) are left by a block that
-/// shrinks to an eighth of them or less (see `raw::moves_on_shrink`).
-const SHRINK_MOVE_MIN: usize = 1 << raw::SHRINK_MOVE_MIN_SC;
 
 /// [`realloc`] of null, a big allocation or a foreign pointer.
 ///

@@ -195,7 +195,7 @@ fn pop_inner<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
         match new_memory_shift {
             // The head starts a new NEW_MEMORY_STEP of the region, or is the
             // end of the region: `num_slots << shift` is a multiple of the
-            // step (checked where the allocator's geometry is defined), so
+            // step (checked at compile time in slots.rs), so
             // one test on the hot path covers both rare cases, and the
             // caller's plain `pop` tells them apart.
             Some(shift) if (u64::from(head) << shift) & (NEW_MEMORY_STEP - 1) == 0 => {

@@ -200,13 +200,15 @@ pub const fn grower_sc(sc: u32) -> u32 {
 /// Smallest size class whose slots a shrinking reallocation leaves (1 MiB).
 pub const SHRINK_MOVE_MIN_SC: u32 = 20;
 
-/// Whether a reallocation that shrinks a block in a slot of size class
-/// `cur_sc` to a size of size class `new_sc` moves it to a slot of
-/// `new_sc`: when the slot is at least [`SHRINK_MOVE_MIN_SC`] (1 MiB) and
-/// the new size needs an eighth of it or less. The slot given up goes back
-/// to its free list for the next allocation of its size class (and from
-/// 128 MiB on, its pages back to the kernel) instead of staying with a
-/// block that no longer needs it. Otherwise the block keeps its slot.
+/// Whether a reallocation that shrinks a block in a slot of `slot_size`
+/// bytes to `new_size` bytes moves it to a smaller slot: when the slot is
+/// at least 1 MiB ([`SHRINK_MOVE_MIN_SC`]) and the new size is an eighth
+/// of it or less. The slot given up goes back to its free list for the next
+/// allocation of its size class (and from 128 MiB on, its pages back to the
+/// kernel) instead of staying with a block that no longer needs it.
+/// Otherwise the block keeps its slot. The C realloc asks this in bytes, to
+/// keep its fast path free of a size-class computation; it agrees with
+/// [`moves_on_shrink`] because an eighth of such a slot is a power of two.
 ///
 /// Chosen by measurement (`bench/ab.sh`-style runs of the `realloc-chain`
 /// rows, random grow/shrink of blocks of 1 B-64 KiB, and their `--isolate`
@@ -215,7 +217,14 @@ pub const SHRINK_MOVE_MIN_SC: u32 = 20;
 /// at an eighth, 10-15% for 8-30%. A block that keeps shrinking and growing
 /// copies on every move, and below 1 MiB a slot held by a shrunk block
 /// costs little memory (only its touched pages), so only large slots move.
+#[inline(always)]
+pub const fn shrink_leaves_slot(slot_size: usize, new_size: usize) -> bool {
+    slot_size >= 1 << SHRINK_MOVE_MIN_SC && new_size <= slot_size >> 3
+}
+
+/// [`shrink_leaves_slot`] in size classes: a block in a slot of `cur_sc`
+/// shrinking to a size of size class `new_sc`.
 #[inline]
 pub const fn moves_on_shrink(cur_sc: u32, new_sc: u32) -> bool {
-    cur_sc >= SHRINK_MOVE_MIN_SC && new_sc + 3 <= cur_sc
+    shrink_leaves_slot(1 << cur_sc, 1 << new_sc)
 }

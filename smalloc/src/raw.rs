@@ -8,7 +8,7 @@
 //! apart on free.
 
 pub use crate::layout::{
-    MAX_SC, MAX_SLOT_SIZE, MIN_SC, SHRINK_MOVE_MIN_SC, grower_sc, moves_on_shrink, size_class,
+    MAX_SC, MAX_SLOT_SIZE, MIN_SC, grower_sc, moves_on_shrink, shrink_leaves_slot, size_class,
 };
 
 use crate::slots;

@@ -385,3 +385,29 @@ fn diag_counts_cold_path_events_only_with_its_feature() {
         assert_eq!((before, after), (None, None));
     }
 }
+
+#[test]
+fn the_shrink_rule_agrees_in_bytes_and_in_size_classes() {
+    // The C realloc asks `shrink_leaves_slot` in bytes; core realloc asks
+    // `moves_on_shrink` in size classes. They must agree for every slot and
+    // every smaller size around the powers of two.
+    let mut moving = 0;
+    for cur_sc in MIN_SC..=MAX_SC {
+        let slot = 1usize << cur_sc;
+        for k in 0..=cur_sc {
+            for size in [(1usize << k) - 1, 1 << k, (1 << k) + 1] {
+                if size == 0 || size > slot {
+                    continue;
+                }
+                let bytes = shrink_leaves_slot(slot, size);
+                let classes = moves_on_shrink(cur_sc, size_class(size, 16));
+                assert_eq!(bytes, classes, "slot 2^{cur_sc}, size {size}");
+                moving += usize::from(bytes);
+            }
+        }
+    }
+    assert!(moving > 0);
+    assert!(!shrink_leaves_slot(1 << 19, 1));
+    assert!(shrink_leaves_slot(1 << 20, 1 << 17));
+    assert!(!shrink_leaves_slot(1 << 20, (1 << 17) + 1));
+}
