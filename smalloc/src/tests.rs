@@ -406,7 +406,8 @@ fn the_shrink_rule_agrees_in_bytes_and_in_size_classes() {
             }
         }
     }
-    assert!(moving > 0);
+    // Miri's small geometry has no slot of 1 MiB: nothing moves there.
+    assert_eq!(moving > 0, MAX_SC >= SHRINK_MOVE_MIN_SC);
     assert!(!shrink_leaves_slot(1 << 19, 1));
     assert!(shrink_leaves_slot(1 << 20, 1 << 17));
     assert!(!shrink_leaves_slot(1 << 20, (1 << 17) + 1));

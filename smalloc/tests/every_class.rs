@@ -105,8 +105,8 @@ fn realloc_keeps_contents_across_every_class() {
         p = q;
         size = new;
     }
-    // And back down again: in place, except out of slots of 16 KiB and
-    // more once the block needs a quarter of its slot or less.
+    // And back down again: in place, except out of slots of 1 MiB and
+    // more once the block needs an eighth of its slot or less.
     while size > 1 {
         let new = size / 5 + 1;
         let cur_sc = smalloc::layout::sc_of(p.addr());
