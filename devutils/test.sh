@@ -25,12 +25,15 @@ cargo nextest run -p smalloc --features diag --target-dir target/diag --no-fail-
 cargo build -p bench --features smalloc-diag --target-dir target/diag
 cargo build -p smalloc-ffi --features diag --target-dir target/diag
 
-echo "== loom: every interleaving of the real free-list code"
+echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list
 echo "== loom non-vacuity: without the push counter loom must find ABA"
 RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --release \
     --target-dir target/loom-no-counter --test loom_free_list
+echo "== loom non-vacuity: if every claim succeeded, loom must find two owners on one private list"
+RUSTFLAGS="--cfg loom --cfg smalloc_no_ownership_check" cargo test -p smalloc --release \
+    --target-dir target/loom-no-owner --test loom_free_list
 
 # The fast parts of devutils/verify.sh (docs/verification.md): a Miri subset
 # and a short fuzz run. Nightly, Miri and cargo-fuzz are installed on first
@@ -41,7 +44,7 @@ if bash devutils/install-verify-deps.sh; then
     echo "== miri: the core's unit tests and the single-threaded integration tests"
     MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-weak-memory-emulation" \
         cargo +nightly miri nextest run -p smalloc --target-dir target/miri --no-fail-fast \
-        -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed) or binary(cross_slab_reuse)'
+        -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed) or binary(cross_slab_reuse) or binary(ownership)'
     for target in global_alloc c_api; do
         echo "== fuzz $target for ${FUZZ_SECONDS:-20}s (the committed seeds, then new inputs)"
         mkdir -p "target/fuzz-corpus/$target"

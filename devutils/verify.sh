@@ -47,12 +47,15 @@ export MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance -Zmiri-disable-weak-
 bash devutils/install-verify-deps.sh
 
 run_loom() {
-    echo "== loom: every interleaving of the real free-list code"
+    echo "== loom: every interleaving of the real free-list and ownership code"
     RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir "$T/loom" \
         --test loom_free_list
     echo "== loom non-vacuity: without the push counter loom must find ABA"
     RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --release \
         --target-dir "$T/loom-no-counter" --test loom_free_list
+    echo "== loom non-vacuity: if every claim succeeded, loom must find two owners on one private list"
+    RUSTFLAGS="--cfg loom --cfg smalloc_no_ownership_check" cargo test -p smalloc --release \
+        --target-dir "$T/loom-no-owner" --test loom_free_list
 }
 
 run_miri() {
@@ -72,11 +75,15 @@ run_miri() {
 run_tsan() {
     echo "== ThreadSanitizer: the multi-threaded tests"
     # --cfg smalloc_tsan: a 2 TiB reservation, which TSan's memory layout
-    # has room for (smalloc/src/layout.rs).
+    # has room for (smalloc/src/layout.rs). Under nextest, so each test
+    # starts in a fresh process (the ownership tests rely on it);
+    # CARGO_UNSTABLE_BUILD_STD is -Zbuild-std.
     RUSTFLAGS="-Zsanitizer=thread --cfg smalloc_tsan" \
         TSAN_OPTIONS="halt_on_error=1 suppressions=$root/devutils/tsan.supp" \
-        cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p smalloc \
-        --target-dir "$T/tsan" --test threads --test first_alloc_race --test shadow_model
+        CARGO_UNSTABLE_BUILD_STD=std \
+        cargo +nightly nextest run --target x86_64-unknown-linux-gnu -p smalloc \
+        --target-dir "$T/tsan" --no-fail-fast \
+        -E 'binary(threads) | binary(first_alloc_race) | binary(shadow_model) | binary(ownership)'
 }
 
 run_fuzz() {

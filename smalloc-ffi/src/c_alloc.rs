@@ -24,22 +24,27 @@ pub const MIN_ALIGN: usize = 16;
 /// returns a unique pointer to a minimal slot.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    // Size 0 is not small, so it takes the slow path and the fast path
-    // needs no test for it.
-    if raw::is_small(size, MIN_ALIGN) {
-        let p = raw::alloc_small_slot(raw::size_class(size, MIN_ALIGN)).0;
-        if !p.is_null() {
-            return p.cast();
-        }
-        return errno::enomem();
-    }
-    malloc_slow(size, MIN_ALIGN)
+    aligned(size, MIN_ALIGN)
 }
 
-/// A request the small slots do not cover: `size == 0`, a slot of 64 KiB
-/// or more, or a big allocation.
+/// `size` bytes aligned to `align`, a power of two (any size, any
+/// alignment); null with `ENOMEM` on failure.
+#[inline(always)]
+pub fn aligned(size: usize, align: usize) -> *mut c_void {
+    debug_assert!(align.is_power_of_two());
+    let align = align.max(MIN_ALIGN);
+    // Size 0 is not small: the hot path misses it.
+    match raw::alloc_hot(size, align) {
+        Some(p) => p.cast(),
+        None => aligned_cold(size, align),
+    }
+}
+
+/// [`aligned`] when the hot path found nothing: `size == 0`, a small slot
+/// the longer way, a large slot, or a big allocation.
+#[cold]
 #[inline(never)]
-fn malloc_slow(size: usize, align: usize) -> *mut c_void {
+fn aligned_cold(size: usize, align: usize) -> *mut c_void {
     if size == 0 {
         return aligned(1, align);
     }
@@ -52,22 +57,6 @@ fn malloc_slow(size: usize, align: usize) -> *mut c_void {
         return errno::enomem();
     }
     big::alloc(size, align)
-}
-
-/// `size` bytes aligned to `align`, a power of two (any size, any
-/// alignment); null with `ENOMEM` on failure.
-#[inline(always)]
-pub fn aligned(size: usize, align: usize) -> *mut c_void {
-    debug_assert!(align.is_power_of_two());
-    let align = align.max(MIN_ALIGN);
-    if raw::is_small(size, align) {
-        let p = raw::alloc_small_slot(raw::size_class(size, align)).0;
-        if !p.is_null() {
-            return p.cast();
-        }
-        return errno::enomem();
-    }
-    malloc_slow(size, align)
 }
 
 /// `calloc`: `n * size` zeroed bytes; null with `ENOMEM` when the product
@@ -115,6 +104,18 @@ fn calloc_slow(total: usize) -> *mut c_void {
 /// the caller never uses again.
 #[inline(always)]
 pub unsafe fn free(p: *mut c_void) {
+    // SAFETY: per the contract: null, foreign and big pointers are outside
+    // the reservation, and a slot is given up.
+    if !unsafe { raw::free_slot_hot(p.cast()) } {
+        // SAFETY: per the contract.
+        unsafe { free_cold(p) }
+    }
+}
+
+/// [`free`] of anything but a small slot of the thread's own slab.
+#[cold]
+#[inline(never)]
+unsafe fn free_cold(p: *mut c_void) {
     if raw::owns(p.cast()) {
         // SAFETY: a pointer inside the reservation is a slot we handed out
         // (every pointer we return is the start of its slot).

@@ -5,22 +5,21 @@
 //! handler appends one line to it:
 //!
 //! ```text
-//! smalloc pid=1234 lists=57 handed_out>=48211 bytes>=9834112 frees=40007
+//! smalloc pid=1234 lists=57 handed_out=48211 bytes=9834112 shared_frees=40007
 //! ```
 //!
-//! * `lists`: free lists (of a slab and size class) that were ever used;
-//! * `handed_out`: a lower bound of the slots ever handed out (the length of
-//!   the used prefix of each list whose head is still in its never-used
-//!   tail, plus one for every other used list);
-//! * `bytes`: the same lower bound in bytes (slots times their size);
-//! * `frees`: slots ever freed (the sum of the lists' push counters, each
-//!   modulo 2^32).
+//! * `lists`: (slab, size class) pairs that ever handed out a slot;
+//! * `handed_out`: distinct slots ever handed out (each counted once, however
+//!   often it was reused);
+//! * `bytes`: the same in bytes (slots times their size);
+//! * `shared_frees`: frees onto the shared lists (by threads that did not
+//!   own the slot's slab, and of large slots; modulo 2^32 per list). A
+//!   thread's frees of its own slab's small slots are not counted.
 //!
-//! Everything is read from the free-list heads, which the allocator keeps
-//! anyway: the hot paths carry no counter. The line is formatted by hand
+//! Everything is read from the metadata the allocator keeps anyway
+//! ([`raw::list_usage`]): the hot paths carry no counter. The line is formatted by hand
 //! into a stack buffer and written with `write(2)`: no allocation.
 
-use smalloc_core::free_list::{HEAD_MASK, USED};
 use smalloc_core::layout::NUM_SLABS;
 use smalloc_core::raw;
 
@@ -29,33 +28,27 @@ use smalloc_core::raw;
 pub struct Usage {
     /// Free lists ever used.
     pub lists: u64,
-    /// Lower bound of the slots ever handed out.
+    /// Distinct slots ever handed out.
     pub handed_out: u64,
-    /// Lower bound of the bytes of those slots.
+    /// Bytes of those slots.
     pub bytes: u64,
-    /// Slots ever freed (modulo 2^32 per list).
-    pub frees: u64,
+    /// Frees onto the shared lists (modulo 2^32 per list).
+    pub shared_frees: u64,
 }
 
-/// Reads the usage counts from every free-list head.
+/// Reads the usage counts from every (slab, size class).
 pub fn usage() -> Usage {
     let mut u = Usage::default();
     for slab in 0..NUM_SLABS {
         for sc in raw::MIN_SC..=raw::MAX_SC {
-            let w = raw::flh_word(slab, sc);
-            if w == 0 {
+            let l = raw::list_usage(slab, sc);
+            if l.handed_out == 0 {
                 continue;
             }
-            let low = w as u32;
             u.lists += 1;
-            let slots = if low & USED == 0 {
-                u64::from(low & HEAD_MASK)
-            } else {
-                1
-            };
-            u.handed_out += slots;
-            u.bytes += slots << sc;
-            u.frees += w >> 32;
+            u.handed_out += l.handed_out;
+            u.bytes += l.handed_out << sc;
+            u.shared_frees += l.shared_frees;
         }
     }
     u
@@ -102,12 +95,12 @@ fn line(pid: u64, u: Usage) -> Line {
     l.push_u64(pid);
     l.push(b" lists=");
     l.push_u64(u.lists);
-    l.push(b" handed_out>=");
+    l.push(b" handed_out=");
     l.push_u64(u.handed_out);
-    l.push(b" bytes>=");
+    l.push(b" bytes=");
     l.push_u64(u.bytes);
-    l.push(b" frees=");
-    l.push_u64(u.frees);
+    l.push(b" shared_frees=");
+    l.push_u64(u.shared_frees);
     // The core's cold-path event counts, in a build with its `diag`
     // feature (`--features diag`).
     if let Some(counts) = smalloc_core::diag::snapshot() {
@@ -155,12 +148,12 @@ mod tests {
             lists: 3,
             handed_out: 1234567,
             bytes: 99,
-            frees: 0,
+            shared_frees: 0,
         };
         let l = line(42, u);
         assert_eq!(
             &l.buf[..l.len],
-            b"smalloc pid=42 lists=3 handed_out>=1234567 bytes>=99 frees=0\n"
+            b"smalloc pid=42 lists=3 handed_out=1234567 bytes=99 shared_frees=0\n"
         );
     }
 }

@@ -129,7 +129,7 @@ fn no_std_tls_or_panic_reachable_from_entry_points() {
     let names = reachable_from_entry_points();
     // Sanity: the walk does follow calls into the core.
     assert!(
-        names.iter().any(|n| n.contains("alloc_failover")),
+        names.iter().any(|n| n.contains("cold_path8failover")),
         "walk too shallow: {names:?}"
     );
     let forbidden = [
@@ -146,4 +146,59 @@ fn no_std_tls_or_panic_reachable_from_entry_points() {
         .filter(|n| forbidden.iter().any(|f| n.contains(f)))
         .collect();
     assert!(bad.is_empty(), "reachable from an entry point: {bad:?}");
+}
+
+/// The instructions of `symbol`'s fall-through path, from its entry to its
+/// first `ret`, branches assumed not taken (the hot path: every branch off it
+/// goes to a cold path).
+fn hot_path(symbol: &str) -> Vec<String> {
+    let exported = tool("nm", &["-D", "--defined-only"]);
+    let addr = exported
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == symbol).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{symbol} not exported"));
+    let start = format!("--start-address={addr:#x}");
+    let stop = format!("--stop-address={:#x}", addr + 256);
+    let disasm = tool("objdump", &["-d", "--no-show-raw-insn", &start, &stop]);
+    let mut insns = Vec::new();
+    for line in disasm.lines() {
+        let Some((_, insn)) = line.split_once(":\t") else {
+            continue;
+        };
+        let insn = insn.trim().to_string();
+        let done = insn == "ret" || insn.starts_with("jmp");
+        insns.push(insn);
+        if done {
+            break;
+        }
+    }
+    insns
+}
+
+#[test]
+fn hot_paths_are_short_and_have_no_atomic_read_modify_write() {
+    // A thread's own small slot: malloc pops its private list, free pushes
+    // onto it, with plain loads and stores (docs/hot-path.md shows them).
+    for symbol in ["malloc", "free"] {
+        let path = hot_path(symbol);
+        assert_eq!(
+            path.last().map(String::as_str),
+            Some("ret"),
+            "{symbol}: {path:#?}"
+        );
+        assert!(
+            path.len() <= 16,
+            "{symbol}: {} instructions: {path:#?}",
+            path.len()
+        );
+        for insn in &path {
+            assert!(
+                !insn.starts_with("lock") && !insn.starts_with("xchg") && !insn.starts_with("call"),
+                "{symbol}: {insn} on the hot path: {path:#?}"
+            );
+        }
+    }
 }

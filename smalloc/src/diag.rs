@@ -11,8 +11,12 @@
 pub enum Event {
     /// A thread's first allocation (picks its home slab).
     FirstAlloc,
-    /// A pop at home saw a never-used slot starting new memory, and the
-    /// search for freed slots began.
+    /// A thread became the owner of a slab (first allocation or later).
+    Claim,
+    /// An owner's private list was empty and it took the shared list whole.
+    TakeShared,
+    /// The thread was about to touch a new step of never-used slots, and
+    /// the search for freed slots began.
     NewMemory,
     /// ... it found one on a slab no live thread calls home.
     FreedUnowned,
@@ -20,9 +24,9 @@ pub enum Event {
     FreedOwned,
     /// ... of a larger size class (large slots only).
     FreedLarger,
-    /// ... none: a never-used slot was taken.
+    /// Never-used slots were claimed from a tail (a step, or one slot).
     NeverUsed,
-    /// The first pop at home collided or found the list empty.
+    /// A pop from the shared list at home collided with another pop.
     Contended,
     /// A retry at home after a collision with a push.
     PushRetry,
@@ -30,7 +34,7 @@ pub enum Event {
     Failover,
     /// The failover served a larger size class.
     FailoverLarger,
-    /// The thread moved to a slab (its first allocation, a failover or a
+    /// A thread that owns no slab moved to another slab (a failover or a
     /// search).
     Move,
     /// Time stamp counter ticks spent in searches for freed slots (x86-64
@@ -44,6 +48,8 @@ pub const NUM_EVENTS: usize = Event::SearchTicks as usize + 1;
 /// Names of the events, in [`Event`] order.
 pub const NAMES: [&str; NUM_EVENTS] = [
     "first-alloc",
+    "claim",
+    "take-shared",
     "new-memory",
     "freed-unowned",
     "freed-owned",

@@ -1,39 +1,38 @@
-//! The lock-free free list of one (slab, size class): pop and push on its flh.
+//! The shared free list of one (slab, size class): the lock-free list that
+//! every thread may push a freed slot onto, headed by the flh.
 //!
 //! # The flh word
 //!
 //! ```text
-//!  63                 32  31  30                      0
-//! +---------------------+----+-------------------------+
-//! |    push counter     |used|   head slot number      |
-//! +---------------------+----+-------------------------+
+//!  63                 32 31                          0
+//! +---------------------+-----------------------------+
+//! |    push counter     |        head link            |
+//! +---------------------+-----------------------------+
 //! ```
 //!
-//! * `head slot number`: the first free slot of the list.
-//! * `used` clear: the head is the first slot of the *never-used tail*: it and
-//!   every slot after it have never been handed out, so nothing was ever
-//!   written into them, and the slot after the head is simply `head + 1`.
-//!   A head equal to the number of slots with `used` clear means "empty".
-//! * `used` set: the head slot was freed at least once; its first four bytes
-//!   hold its *link*: the low 32 bits the flh had when the slot was pushed
-//!   (the next slot number and that slot's own `used` flag).
+//! * `head link`: the first slot of the list, as a link
+//!   ([`layout::link_of`](crate::layout::link_of)); 0 when the list is
+//!   empty. Each slot on the list holds the link of the next one in its
+//!   first four bytes (0 in the last).
 //! * `push counter`: incremented by every push, so a pop that read a stale
-//!   head fails its compare-and-swap even if the same slot number is back at
-//!   the head (the ABA problem).
+//!   head fails its compare-and-swap even if the same slot is back at the
+//!   head (the ABA problem). Nothing ever lowers it: [`take_all`] keeps it.
 //!
-//! A word of all zeros is therefore a list holding every slot of the region,
-//! in order: nothing is initialized up front (zero-is-initialization), and a
-//! never-used slot is never read, so handing it out does not touch its memory.
+//! A word of all zeros is an empty list: nothing is initialized up front.
+//! Slots that were never handed out are not on any list; they are counted
+//! out of the never-used tail instead (see `slots`).
+//!
+//! The slab's owner frees its own slots to its private list
+//! ([`private_list`](crate::private_list)); this list receives the frees of
+//! every other thread, and the owner takes it whole ([`take_all`]) when its
+//! private list runs dry. Threads that own no slab pop from it one slot at a
+//! time ([`pop`]).
 //!
 //! The operations are generic over the flh cell and the link storage so the
 //! very same functions run in the allocator and under loom.
 
 use core::sync::atomic::Ordering;
 
-/// Mask of the head slot number in the flh word and in a link.
-pub const HEAD_MASK: u32 = 0x7fff_ffff;
-/// The `used` flag in the flh word and in a link.
-pub const USED: u32 = 0x8000_0000;
 /// One increment of the push counter. Built with
 /// `--cfg smalloc_no_push_counter` (tests only) the counter never moves, so
 /// the model checker can show that it is what prevents ABA.
@@ -88,41 +87,31 @@ pub trait LinkCell {
 impl LinkCell for core::sync::atomic::AtomicU32 {
     #[inline(always)]
     unsafe fn store_link(&self, link: u32) {
-        // Relaxed: published by the push's Release compare-and-swap.
+        // Relaxed: published by the Release compare-and-swap of a push, or,
+        // on a private list, read only by the slab's owner.
         self.store(link, Ordering::Relaxed)
     }
 }
 
-/// Where the links of free slots are read from by pop: the first four bytes
-/// of each slot in the allocator, an array in model-checking tests.
+/// Where the links of free slots are read from: the first four bytes of
+/// each slot in the allocator, an array in model-checking tests.
 pub trait LinkStore {
-    /// Reads the link of `slot`.
+    /// Reads the link stored in the slot named by `link` (non-zero).
     ///
     /// # Safety
-    /// `slot` is a slot number of this store. The slot may meanwhile belong
-    /// to someone else (a stale read); the value is then garbage and the
-    /// caller's compare-and-swap fails.
-    unsafe fn load_link(&self, slot: u32) -> u32;
+    /// `link` names a slot of this store. On the shared list the slot may
+    /// meanwhile belong to someone else (a stale read); the value is then
+    /// garbage and the caller's compare-and-swap fails.
+    unsafe fn load_link(&self, link: u32) -> u32;
 }
 
 /// Result of one pop attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pop {
-    /// Got `slot`; `fresh` says it was never handed out before, so its
-    /// memory was never written since the reservation.
-    Slot {
-        /// The slot number taken.
-        slot: u32,
-        /// Whether the slot was never handed out before.
-        fresh: bool,
-    },
+    /// Got the slot named by this link (non-zero).
+    Slot(u32),
     /// The list holds no slot.
     Empty,
-    /// (Only from [`pop_or_new_memory`].) Nothing was taken: the head is a
-    /// never-used slot that starts a new [`NEW_MEMORY_STEP`] of the region,
-    /// or the end of the region (the list is empty); the caller asked to
-    /// hear of that first.
-    NewMemory,
     /// Another thread changed the flh between our load and our
     /// compare-and-swap; the list may well still hold slots.
     Collision {
@@ -137,7 +126,7 @@ impl Pop {
     /// Whether this is a collision that included a push (the push counter
     /// moved): some thread freed a slot of this list, which says nothing
     /// about contention among allocating threads. A collision without one
-    /// means another thread popped: it allocates from this slab too.
+    /// means another thread popped or took the list.
     #[inline]
     pub fn is_push_collision(&self) -> bool {
         match *self {
@@ -147,84 +136,26 @@ impl Pop {
     }
 }
 
-/// Tries once to take the first free slot of the list. `num_slots` is the
-/// number of slots of the region.
+/// Tries once to take the first slot of the list.
 #[inline(always)]
-pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L, num_slots: u32) -> Pop {
-    pop_inner(flh, links, num_slots, None)
-}
-
-/// [`pop`], except that it takes nothing and returns [`Pop::NewMemory`] when
-/// the head is a never-used slot that starts a new [`NEW_MEMORY_STEP`]
-/// bytes of the region, given slots of `2^slot_shift` bytes (every
-/// never-used slot, for slots of that size and more): the caller may prefer
-/// a freed slot elsewhere to touching new memory. An empty list (the head
-/// is the end of the region) is reported the same way, which keeps the hot
-/// path to one test; the region's size in bytes must be a multiple of
-/// [`NEW_MEMORY_STEP`].
-#[inline(always)]
-pub fn pop_or_new_memory<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
-    flh: &F,
-    links: &L,
-    num_slots: u32,
-    slot_shift: u32,
-) -> Pop {
-    pop_inner(flh, links, num_slots, Some(slot_shift))
-}
-
-/// Bytes of never-used slots handed out between two [`Pop::NewMemory`]s
-/// (64 KiB). Measured with `bench/preload` larson at 8 threads: 4 KiB
-/// steps cost 5% more time than 64 KiB ones (more searches, more threads
-/// meeting on one slab) for the same peak RSS.
-pub const NEW_MEMORY_STEP: u64 = 1 << 16;
-
-#[inline(always)]
-fn pop_inner<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
-    flh: &F,
-    links: &L,
-    num_slots: u32,
-    new_memory_shift: Option<u32>,
-) -> Pop {
-    // Acquire: if the head was pushed, its link was stored before the
-    // pusher's Release compare-and-swap that we read from here.
+pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L) -> Pop {
+    // Acquire: the head's link was stored before the pusher's Release
+    // compare-and-swap that we read from here.
     let old = flh.load(Ordering::Acquire);
-    let low = old as u32;
-    let head = low & HEAD_MASK;
-    let fresh = low & USED == 0;
-    let next = if fresh {
-        match new_memory_shift {
-            // The head starts a new NEW_MEMORY_STEP of the region, or is the
-            // end of the region: `num_slots << shift` is a multiple of the
-            // step (checked at compile time in slots.rs), so
-            // one test on the hot path covers both rare cases, and the
-            // caller's plain `pop` tells them apart.
-            Some(shift) if (u64::from(head) << shift) & (NEW_MEMORY_STEP - 1) == 0 => {
-                debug_assert_eq!((u64::from(num_slots) << shift) % NEW_MEMORY_STEP, 0);
-                debug_assert!(head <= num_slots);
-                return Pop::NewMemory;
-            }
-            Some(_) => debug_assert!(head < num_slots),
-            None if head >= num_slots => return Pop::Empty,
-            None => {}
-        }
-        // The never-used tail continues with the next slot, still unused.
-        head + 1
-    } else {
-        debug_assert!(head < num_slots, "used head {head} out of range");
-        // SAFETY: `head` is a slot number of this region (pushes only store
-        // slot numbers of the region); a stale read is caught by the CAS.
-        unsafe { links.load_link(head) }
-    };
-    let new = (old & COUNTER_MASK) | next as u64;
+    let head = old as u32;
+    if head == 0 {
+        return Pop::Empty;
+    }
+    // SAFETY: pushes only store links of this list's region; a stale read is
+    // caught by the compare-and-swap.
+    let next = unsafe { links.load_link(head) };
+    let new = (old & COUNTER_MASK) | u64::from(next);
     // Success Acquire: the slot's previous owner released it with the push
     // whose value (or a later read-modify-write of it, all of which continue
     // its release sequence) we replace, so its writes happen-before ours.
     // Failure Relaxed: we discard the value.
     match flh.compare_exchange(old, new, Ordering::Acquire, Ordering::Relaxed) {
-        Ok(_) => {
-            debug_assert!(next & HEAD_MASK <= num_slots, "link {next:#x} out of range");
-            Pop::Slot { slot: head, fresh }
-        }
+        Ok(_) => Pop::Slot(head),
         Err(observed) => Pop::Collision {
             expected: old,
             observed,
@@ -232,23 +163,49 @@ fn pop_inner<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(
     }
 }
 
-/// Puts `slot`, whose link cell is `link`, at the head of the list. Never
-/// fails: retries until its compare-and-swap succeeds.
+/// Takes the whole list: returns its head link (0 if it was empty) and
+/// leaves the list empty, keeping the push counter (a pop that read the old
+/// head must still fail). The caller then owns every slot of the chain.
+#[inline]
+pub fn take_all<F: FlhCell + ?Sized>(flh: &F) -> u32 {
+    // Relaxed: only a first guess of the value; the CAS below synchronizes.
+    let mut old = flh.load(Ordering::Relaxed);
+    loop {
+        if old as u32 == 0 {
+            return 0;
+        }
+        // Success Acquire: every push of the chain released its link and the
+        // slot's contents; pushes are read-modify-writes, so reading the last
+        // one synchronizes with all of them. Failure Relaxed: retried.
+        match flh.compare_exchange(
+            old,
+            old & COUNTER_MASK,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return old as u32,
+            Err(current) => old = current,
+        }
+    }
+}
+
+/// Puts the slot named by `link`, whose link cell is `cell`, at the head of
+/// the list. Never fails: retries until its compare-and-swap succeeds.
 ///
 /// # Safety
-/// The caller owns `slot`, which belongs to this list's region, and `link`
-/// is that slot's link cell.
+/// The caller owns the slot, which belongs to this list's region, and
+/// `cell` is that slot's link cell.
 #[inline(always)]
-pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, link: &C, slot: u32) {
-    debug_assert!(slot <= HEAD_MASK);
+pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C, link: u32) {
+    debug_assert!(link != 0);
     // Relaxed: we never read through the old head, we only copy its value.
     let mut old = flh.load(Ordering::Relaxed);
     loop {
-        // SAFETY: the caller owns `slot`.
-        unsafe { link.store_link(old as u32) };
-        let new = ((old & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | (USED | slot) as u64;
+        // SAFETY: the caller owns the slot.
+        unsafe { cell.store_link(old as u32) };
+        let new = ((old & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | u64::from(link);
         // Success Release: the link just stored, and every write the owner
-        // made to the slot, become visible to the pop that takes it.
+        // made to the slot, become visible to the thread that takes it.
         // Failure Relaxed: as for the first load.
         match flh.compare_exchange(old, new, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => return,

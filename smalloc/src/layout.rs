@@ -4,7 +4,7 @@
 //!  63        43 42   39 38      34 33                              0
 //! +------------+-------+----------+---------------------------------+
 //! |    base    | slab  |   size   |   slot number   |    offset     |
-//! | (aligned)  | 4 bits|  class   | (33 - sc bits)  |   (sc bits)   |
+//! | (aligned)  | 4 bits|  class   | (34 - sc bits)  |   (sc bits)   |
 //! |            |       |  5 bits  |                 |               |
 //! +------------+-------+----------+---------------------------------+
 //! ```
@@ -14,8 +14,13 @@
 //! * Each (slab, size class) pair owns a region of `2^REGION_BITS` bytes.
 //! * A slot of size class `sc` is `2^sc` bytes and `2^sc`-aligned.
 //! * The region of size class 0 in each slab holds no slots (no size class
-//!   below [`MIN_SC`] exists); its first bytes hold that slab's free-list heads
-//!   (flhs), one per size class, each on its own 64-byte cache line.
+//!   below [`MIN_SC`] exists); it holds the slab's metadata instead: first
+//!   the *private block* (a private list head and a fresh run per size class,
+//!   touched only by the thread that owns the slab), then, a page further,
+//!   one *shared line* per size class (its flh and its never-used tail, on
+//!   its own 64-byte cache line).
+//! * Free lists link slots by *link*: a slot's offset in its region in
+//!   4-byte units, plus one ([`link_of`]); 0 ends a list.
 //!
 //! Under Miri the geometry shrinks (a terabyte reservation is not possible
 //! there), and under ThreadSanitizer the regions do (see [`REGION_BITS`]),
@@ -93,15 +98,52 @@ pub const fn needs_large(size: usize, align: usize) -> bool {
     (size.wrapping_sub(1) | (align - 1)) >= (1 << (LARGE_SC - 1))
 }
 
-/// Distance between two flhs of one slab: one cache line each.
-pub const FLH_STRIDE_SHIFT: u32 = 6;
+/// Bytes of never-used slots between two looks for freed slots elsewhere
+/// (64 KiB; every never-used slot, for slots that large): before touching
+/// a new step of its region, a thread looks for freed slots on other
+/// slabs, and an owner claims a whole step into its fresh run. Measured:
+/// docs/decisions.md ("New-memory step").
+pub const NEW_MEMORY_STEP: usize = 1 << 16;
+
+/// Offset, from its slab's address, of the slab's private block: what
+/// only the slab's owner touches (see [`private_list`](crate::private_list)).
+/// It is the start of the region of size class 1, which holds no slots, so
+/// that a slot's offset from the private block, shifted by [`SC_SHIFT`], is
+/// its size class minus one: the hot paths index the block's tables with
+/// that. An owner's thread-local words hold the block's address.
+pub const PRIVATE_OFFSET: usize = 1 << SC_SHIFT;
+/// Private list heads per private block: one per value that
+/// [`private_index_of`] can give, so the hot path of allocation indexes the
+/// heads without first testing that the request is small. Only the heads of
+/// the small size classes are ever set.
+pub const PRIVATE_HEADS: usize = usize::BITS as usize;
+/// Offset of the region table (one `u64` per size class: the address that
+/// link 0 would name in the slab's region of that class, 4 bytes below the
+/// region, so that a slot is one `lea` from its link) from the private
+/// block.
+pub const REGIONS_OFFSET: usize = 4 * PRIVATE_HEADS;
+/// Offset of the fresh runs (one `u64` per size class) from the private
+/// block.
+pub const FRESH_OFFSET: usize = REGIONS_OFFSET + 8 * NUM_SCS;
+/// Bytes of a private block.
+pub const PRIVATE_BLOCK_SIZE: usize = FRESH_OFFSET + 8 * NUM_SCS;
+/// Offset, from its slab's address, of the slab's shared lines: one cache
+/// line per size class holding its flh and its never-used tail, in the
+/// region of size class 0 (which holds no slots either), away from the
+/// private block, so remote frees never touch the owner's lines.
+pub const SHARED_OFFSET: usize = 4096;
+/// Distance between two shared lines of one slab: one cache line each.
+pub const SHARED_STRIDE_SHIFT: u32 = 6;
+/// Offset of the never-used tail word within a shared line.
+pub const TAIL_OFFSET: usize = 8;
 
 const _: () = assert!(
     MAX_SC < REGION_BITS,
     "a region must hold at least two slots"
 );
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
-const _: () = assert!((NUM_SCS << FLH_STRIDE_SHIFT) <= (1 << REGION_BITS));
+const _: () = assert!(SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT) <= 1 << REGION_BITS);
+const _: () = assert!(PRIVATE_BLOCK_SIZE <= 1 << REGION_BITS && MIN_SC > 1);
 const _: () = assert!(TOTAL_BITS < usize::BITS);
 
 /// Number of slots of size class `sc` in one slab.
@@ -138,10 +180,99 @@ pub const fn region_offset(slab: usize, sc: u32) -> usize {
     (slab << SLAB_SHIFT) | ((sc as usize) << SC_SHIFT)
 }
 
-/// Address of the flh of (slab, size class).
+/// Address of slab `slab` of the reservation at `base`: its private block
+/// and shared lines live in its size-class-0 region, which holds no slots.
 #[inline(always)]
-pub const fn flh_addr(base: usize, slab: usize, sc: u32) -> usize {
-    base | (slab << SLAB_SHIFT) | ((sc as usize) << FLH_STRIDE_SHIFT)
+pub const fn slab_addr(base: usize, slab: usize) -> usize {
+    base | (slab << SLAB_SHIFT)
+}
+
+/// Address of the flh of (slab, size class), given the slab's address.
+#[inline(always)]
+pub const fn flh_addr(slab_addr: usize, sc: u32) -> usize {
+    slab_addr + SHARED_OFFSET + ((sc as usize) << SHARED_STRIDE_SHIFT)
+}
+
+/// Address of the never-used tail word of (slab, size class), given the
+/// slab's address.
+#[inline(always)]
+pub const fn tail_addr(slab_addr: usize, sc: u32) -> usize {
+    flh_addr(slab_addr, sc) + TAIL_OFFSET
+}
+
+/// Address of the private block of the slab at `slab_addr`.
+#[inline(always)]
+pub const fn private_block(slab_addr: usize) -> usize {
+    slab_addr + PRIVATE_OFFSET
+}
+
+/// The index of size class `sc` in the tables of a private block: `sc - 1`,
+/// which is what a slot's offset from the block, shifted by [`SC_SHIFT`],
+/// gives.
+#[inline(always)]
+pub const fn private_index(sc: u32) -> usize {
+    (sc - 1) as usize
+}
+
+/// The private index of the size class of a request of `size` bytes aligned
+/// to `align` (a power of two): [`private_index`] of its [`size_class`]
+/// when `size` is not 0, and below [`PRIVATE_HEADS`] always (63 for size 0).
+#[inline(always)]
+pub const fn private_index_of(size: usize, align: usize) -> usize {
+    debug_assert!(align.is_power_of_two());
+    // The bit length of the OR is the size class; its floor log2 is one less.
+    (size.wrapping_sub(1) | (align - 1) | ((1 << MIN_SC) - 1)).ilog2() as usize
+}
+
+/// Address of the private list head of the size class of private index
+/// `index` in the private block at `block`.
+#[inline(always)]
+pub const fn private_head_addr(block: usize, index: usize) -> usize {
+    block + 4 * index
+}
+
+/// Address of the region table entry of private index `index` in the
+/// private block at `block`.
+#[inline(always)]
+pub const fn region_entry_addr(block: usize, index: usize) -> usize {
+    block + REGIONS_OFFSET + 8 * index
+}
+
+/// Address of the fresh run of private index `index` in the private block
+/// at `block`.
+#[inline(always)]
+pub const fn fresh_addr(block: usize, index: usize) -> usize {
+    block + FRESH_OFFSET + 8 * index
+}
+
+/// Address of the region of (slab, size class), given the slab's address.
+#[inline(always)]
+pub const fn region_addr(slab_addr: usize, sc: u32) -> usize {
+    slab_addr + ((sc as usize) << SC_SHIFT)
+}
+
+/// The *link* naming the slot at `addr`: its offset in its region in units
+/// of 4 bytes, plus one, so that 0 can mean "no slot" (the end of a list, an
+/// empty list). It fits 32 bits: offsets are below 2^34 and, from 8-byte
+/// slots on, multiples of 8, and 4-byte slots use only the first 4 GiB.
+#[inline(always)]
+pub const fn link_of(addr: usize) -> u32 {
+    // Bits 2..34 of `offset + 4` depend only on the offset's bits, so with
+    // the full geometry this is `(addr + 4) >> 2` truncated: two instructions.
+    (((addr & ((1 << REGION_BITS) - 1)) + 4) >> 2) as u32
+}
+
+/// The address of the slot named by `link` (non-zero) in the region at
+/// `region`. Any link decodes to an address inside that region.
+#[inline(always)]
+pub const fn slot_of_link(region: usize, link: u32) -> usize {
+    (region - 4) + (link as usize) * 4
+}
+
+/// The link of slot `slot` of size class `sc`.
+#[inline(always)]
+pub const fn link_of_slot(sc: u32, slot: u32) -> u32 {
+    link_of((slot as usize) << sc)
 }
 
 /// Address of slot `slot` of (slab, size class).
@@ -168,11 +299,10 @@ pub const fn slot_of(addr: usize, sc: u32) -> u32 {
     ((addr & ((1 << REGION_BITS) - 1)) >> sc) as u32
 }
 
-/// Address of the flh governing the slot that holds `addr`, from the
-/// address alone: keep base and slab, replace the rest by the flh offset.
+/// Address of the slab holding `addr`.
 #[inline(always)]
-pub const fn flh_addr_of(addr: usize) -> usize {
-    (addr & !((1 << SLAB_SHIFT) - 1)) | ((sc_of(addr) as usize) << FLH_STRIDE_SHIFT)
+pub const fn slab_addr_of(addr: usize) -> usize {
+    addr & !((1 << SLAB_SHIFT) - 1)
 }
 
 /// Base of the reservation holding `addr`.

@@ -3,8 +3,10 @@
 //! A simple, fast, lock-free memory allocator. One huge virtual-memory
 //! reservation, made lazily on the first allocation, holds every slot; a
 //! slot's address encodes its slab, size class and slot number, so freeing
-//! needs only the pointer. Each (size class, slab) pair keeps one free list
-//! whose head (the flh) is a single 64-bit word updated by compare-and-swap.
+//! needs only the pointer. A thread that owns its slab allocates and frees
+//! that slab's small slots on private lists with plain loads and stores;
+//! every other free goes to the (slab, size class)'s shared list, whose head
+//! (the flh) is a single 64-bit word updated by compare-and-swap.
 //!
 //! ```no_run
 //! use smalloc::Smalloc;
@@ -27,9 +29,12 @@
 extern crate std;
 
 mod big;
+mod cold_path;
 pub mod diag;
 pub mod free_list;
 pub mod layout;
+pub mod ownership;
+pub mod private_list;
 pub mod raw;
 mod region;
 mod release;
@@ -82,22 +87,22 @@ impl Smalloc {
 unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !layout::needs_large(layout.size(), layout.align()) {
-            slots::alloc_small(size_class(layout.size(), layout.align())).0
-        } else {
-            alloc_large_or_big(layout)
+        let index = layout::private_index_of(layout.size(), layout.align());
+        match slots::alloc_hot(index) {
+            Some(p) => p,
+            None => alloc_cold(layout.size(), layout.align()),
         }
     }
 
     #[inline(always)]
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        if size_class(layout.size(), layout.align()) <= MAX_SC {
-            // SAFETY: a layout that fits a slot was served from a slot
-            // (alloc and realloc keep this invariant); the caller owns it.
-            unsafe { slots::dealloc(p) }
-        } else {
-            // SAFETY: the caller passes the layout `p` was allocated with.
-            unsafe { big::dealloc(p, layout.size()) }
+        // A big allocation is outside the reservation, so the hot path,
+        // which takes only small slots of the thread's own slab, needs no
+        // look at the layout.
+        // SAFETY: the caller owns `p`, a live allocation of ours.
+        if !unsafe { slots::free_owned(p) } {
+            // SAFETY: as above.
+            unsafe { dealloc_cold(p, layout.size(), layout.align()) }
         }
     }
 
@@ -172,15 +177,34 @@ unsafe impl GlobalAlloc for Smalloc {
     }
 }
 
-/// [`GlobalAlloc::alloc`] of a slot of at least
-/// [`layout::LARGE_SC`] or of a big mapping.
+/// [`GlobalAlloc::dealloc`] of anything but a small slot of the thread's
+/// own slab.
+///
+/// # Safety
+/// As for [`GlobalAlloc::dealloc`], with the layout's size and alignment.
 #[inline(never)]
-fn alloc_large_or_big(layout: Layout) -> *mut u8 {
-    let sc = size_class(layout.size(), layout.align());
-    if sc <= MAX_SC {
-        slots::alloc(sc).0
+unsafe fn dealloc_cold(p: *mut u8, size: usize, align: usize) {
+    if size_class(size, align) <= MAX_SC {
+        // SAFETY: a layout that fits a slot was served from a slot (alloc
+        // and realloc keep this invariant); the caller owns it.
+        unsafe { cold_path::dealloc(p) }
     } else {
-        big::alloc(layout.size(), layout.align())
+        // SAFETY: the caller passes the layout `p` was allocated with.
+        unsafe { big::dealloc(p, size) }
+    }
+}
+
+/// [`GlobalAlloc::alloc`] when the hot path found nothing: a small slot the
+/// longer way, a large slot, or a big mapping.
+#[inline(never)]
+fn alloc_cold(size: usize, align: usize) -> *mut u8 {
+    let sc = size_class(size, align);
+    if sc < layout::LARGE_SC {
+        cold_path::alloc_small(sc).0
+    } else if sc <= MAX_SC {
+        cold_path::alloc_large(sc).0
+    } else {
+        big::alloc(size, align)
     }
 }
 

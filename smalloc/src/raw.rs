@@ -11,6 +11,8 @@ pub use crate::layout::{
     MAX_SC, MAX_SLOT_SIZE, MIN_SC, grower_sc, moves_on_shrink, shrink_leaves_slot, size_class,
 };
 
+use core::sync::atomic::Ordering;
+
 use crate::slots;
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
@@ -23,19 +25,15 @@ pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
     slots::alloc(sc)
 }
 
-/// Whether a request of `size` bytes aligned to `align` (a power of two)
-/// is served by [`alloc_small_slot`], the hot path: slots below 64 KiB.
-/// False for size 0.
+/// The hot path of allocation alone: for a request of `size` bytes aligned
+/// to `align` (a power of two), a reused slot of its size class from the
+/// calling thread's own slab, or `None` — the request is not small (below
+/// 64 KiB; size 0 is not), the thread owns no slab, or its list is empty —
+/// in which case [`alloc_slot`] finds one the longer way. Lets a front end
+/// keep its own rules and its failure handling off the hot path.
 #[inline(always)]
-pub const fn is_small(size: usize, align: usize) -> bool {
-    !crate::layout::needs_large(size, align)
-}
-
-/// [`alloc_slot`] for a size class of a request that [`is_small`]: the
-/// same result on the shortest path.
-#[inline(always)]
-pub fn alloc_small_slot(sc: u32) -> (*mut u8, bool) {
-    slots::alloc_small(sc)
+pub fn alloc_hot(size: usize, align: usize) -> Option<*mut u8> {
+    slots::alloc_hot(crate::layout::private_index_of(size, align))
 }
 
 /// Returns a slot to its free list.
@@ -48,6 +46,19 @@ pub unsafe fn free_slot(p: *mut u8) {
     debug_assert!(owns(p));
     // SAFETY: per the contract.
     unsafe { slots::dealloc(p) }
+}
+
+/// The hot path of [`free_slot`] alone: frees `p` if it is a small slot of
+/// the slab the calling thread owns, and says whether it did. Any other
+/// pointer — null, foreign, big, or another slab's slot — is left alone.
+///
+/// # Safety
+/// `p` is null, outside the reservation, or a live slot that the caller
+/// gives up if this returns true.
+#[inline(always)]
+pub unsafe fn free_slot_hot(p: *mut u8) -> bool {
+    // SAFETY: per the contract.
+    unsafe { slots::free_owned(p) }
 }
 
 /// Clears `p[..n]` of a reused slot the way `alloc_zeroed` does: from 1 MiB
@@ -97,22 +108,47 @@ pub fn region_base() -> Option<usize> {
     crate::region::is_ready(base).then_some(base)
 }
 
-/// The current free-list head word of (slab, size class) (see
-/// [`free_list`](crate::free_list) for its format), or 0 before the
-/// reservation exists. For diagnostics: a list whose word is still 0 was
-/// never used.
-pub fn flh_word(slab: usize, sc: u32) -> u64 {
-    use core::sync::atomic::{AtomicU64, Ordering};
+/// What the metadata of one (slab, size class) says, read without
+/// stopping anyone. For diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListUsage {
+    /// Slots ever handed out: claimed from the never-used tail, less the
+    /// claimed slots still waiting in the owner's fresh run.
+    pub handed_out: u64,
+    /// Pushes onto the shared list (frees by threads that did not own the
+    /// slab, and of large slots), modulo 2^32.
+    pub shared_frees: u64,
+}
+
+/// The usage of (slab, size class), or all zeros before the reservation
+/// exists or while the list was never used.
+pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
     debug_assert!(slab < crate::layout::NUM_SLABS && (MIN_SC..=MAX_SC).contains(&sc));
     let Some(base) = region_base() else {
-        return 0;
+        return ListUsage::default();
     };
-    let addr = crate::layout::flh_addr(base, slab, sc);
-    // SAFETY: flh addresses lie in the never-unmapped reservation, 8-byte
-    // aligned, and every access to them is atomic.
-    let flh = unsafe { &*crate::sys::ptr_at::<AtomicU64>(addr) };
+    let addr = crate::layout::slab_addr(base, slab);
     // Relaxed: a diagnostic snapshot; nothing is read through it.
-    flh.load(Ordering::Relaxed)
+    let tail = u64::from(slots::tail(addr, sc).load(Ordering::Relaxed));
+    let run = slots::fresh_run(crate::layout::private_block(addr), sc).load(Ordering::Relaxed);
+    let waiting = (run >> 32).saturating_sub(run & 0xffff_ffff);
+    ListUsage {
+        handed_out: tail.saturating_sub(waiting),
+        shared_frees: slots::flh(addr, sc).load(Ordering::Relaxed) >> 32,
+    }
+}
+
+/// The slab the calling thread owns, if any: it allocates and frees that
+/// slab's small slots on private lists. For diagnostics and tests.
+pub fn owned_slab() -> Option<usize> {
+    let owned = crate::thread_slab::owned();
+    crate::thread_slab::is_owner(owned)
+        .then(|| crate::layout::slab_of(crate::thread_slab::owned_slab(owned)))
+}
+
+/// The slabs that have an owner, as a bit set. For diagnostics and tests.
+pub fn owned_slabs() -> usize {
+    !crate::ownership::unowned() & ((1 << crate::layout::NUM_SLABS) - 1)
 }
 
 /// Freed slots of this size and more (128 MiB) give their pages (but the
@@ -120,10 +156,11 @@ pub fn flh_word(slab: usize, sc: u32) -> u64 {
 pub const RELEASE_SIZE: usize = 1 << crate::release::RELEASE_SC;
 
 /// Moves the calling thread's allocations to `slab` (taken modulo the
-/// number of slabs) from now on, as a failover would. For benchmarks and
-/// tests that need several threads on one slab (the design's worst case);
-/// a thread's home slab for occupancy stays the one it was given. Makes the
-/// reservation if needed; false if the OS refuses it.
+/// number of slabs) from now on, without owning it: the thread gives up the
+/// slab it owns, if any, and never owns one again, so it allocates and frees
+/// through the shared lists (a failover may still move it). For benchmarks
+/// and tests that need several threads on one slab (the design's worst
+/// case). Makes the reservation if needed; false if the OS refuses it.
 pub fn move_current_thread_to_slab(slab: usize) -> bool {
     let raw = crate::region::base_raw();
     let base = if crate::region::is_ready(raw) {
@@ -134,7 +171,9 @@ pub fn move_current_thread_to_slab(slab: usize) -> bool {
             None => return false,
         }
     };
-    crate::thread_slab::current(base);
-    crate::thread_slab::set(base, slab % crate::layout::NUM_SLABS);
+    if crate::thread_slab::current() == 0 {
+        crate::thread_slab::assign(base);
+    }
+    crate::thread_slab::pin_unowned(base, slab % crate::layout::NUM_SLABS);
     true
 }

@@ -1,4 +1,4 @@
-//! How many live threads call each slab home, so that a new thread takes
+//! How many live threads are on each slab, so that a new thread takes
 //! the least-occupied slab and the slab of a finished thread is reused by
 //! the next new thread.
 //!
@@ -8,16 +8,15 @@
 //! of one generation of threads. With it, a program that never has more
 //! than `k` threads alive uses `k` slabs.
 //!
-//! A thread's end is noticed through a pthread key destructor (the key's
-//! value is the thread's home slab plus one). Only the cold path of a
-//! thread's first allocation and its exit touch this module.
+//! The counts follow a thread when it moves to another slab, and drop when
+//! it ends (noticed by [`thread_slab`](crate::thread_slab)). Only cold paths
+//! touch this module.
 
-use core::ffi::c_void;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::layout::NUM_SLABS;
 
-/// Live threads whose home is each slab.
+/// Live threads on each slab.
 static LIVE: [AtomicUsize; NUM_SLABS] = [const { AtomicUsize::new(0) }; NUM_SLABS];
 
 /// Bit `i` set: some thread has allocated from slab `i` (as its home or
@@ -41,22 +40,6 @@ pub fn ever_used() -> usize {
     // Relaxed: see `note_used`.
     EVER_USED.load(Ordering::Relaxed)
 }
-
-/// The slabs no live thread calls home, as a bit set.
-#[inline]
-pub fn unowned() -> usize {
-    // Relaxed: a placement hint.
-    LIVE.iter()
-        .enumerate()
-        .filter(|(_, live)| live.load(Ordering::Relaxed) == 0)
-        .fold(0, |set, (i, _)| set | 1 << i)
-}
-
-/// The exit-notification key plus one; 0 while not created; `usize::MAX`
-/// if it could not be created (then counts only ever grow, and the choice
-/// degrades to round robin, which is what the counts then produce).
-static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);
-const NO_KEY: usize = usize::MAX;
 
 /// Takes the home slab for a new thread: the one with the fewest live
 /// threads, the lowest number among equals, and counts the thread there.
@@ -83,52 +66,34 @@ pub fn take() -> usize {
     }
 }
 
-/// Arranges for the current thread's end to release its place on `slab`
-/// (taken with [`take`]).
-pub fn leave_at_exit(slab: usize) {
-    if let Some(key) = exit_key() {
-        // SAFETY: a valid key; the value is an integer in pointer form,
-        // never dereferenced. glibc stores values of the first 32 keys
-        // without allocating; for later keys it may call calloc, which
-        // reaches this allocator with the thread's slab already set.
-        unsafe { libc::pthread_setspecific(key, core::ptr::without_provenance(slab + 1)) };
+/// Whether more than one live thread is on `slab` (its owner shares it).
+#[inline]
+pub fn shared(slab: usize) -> bool {
+    // Relaxed: a hint.
+    LIVE[slab].load(Ordering::Relaxed) > 1
+}
+
+/// A thread moved from slab `from` to slab `to`.
+pub fn moved(from: usize, to: usize) {
+    if from != to {
+        // Relaxed: a placement hint (see `take`).
+        LIVE[to].fetch_add(1, Ordering::Relaxed);
+        LIVE[from].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// The key whose destructor reports a thread's end, created on first use.
-fn exit_key() -> Option<libc::pthread_key_t> {
-    // Acquire/AcqRel: the key value is published with the store; nothing
-    // else rides on it.
-    match EXIT_KEY.load(Ordering::Acquire) {
-        0 => {}
-        NO_KEY => return None,
-        k => return Some((k - 1) as libc::pthread_key_t),
-    }
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is a valid out-pointer; the destructor is a plain
-    // function that only touches atomics.
-    if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } != 0 {
-        // Only the first creator's failure sticks; a later success elsewhere
-        // would have stored its key first.
-        let _ = EXIT_KEY.compare_exchange(0, NO_KEY, Ordering::AcqRel, Ordering::Acquire);
-        return None;
-    }
-    match EXIT_KEY.compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => Some(key),
-        Err(winner) => {
-            // SAFETY: we created `key` and nobody else has seen it.
-            unsafe { libc::pthread_key_delete(key) };
-            (winner != NO_KEY).then(|| (winner - 1) as libc::pthread_key_t)
-        }
-    }
+/// A thread that lived on `slab` ended.
+pub fn left(slab: usize) {
+    // Relaxed: a placement hint (see `take`).
+    LIVE[slab].fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Key destructor, run by the C library when a thread that allocated ends.
-extern "C" fn thread_exit(value: *mut c_void) {
-    let slab = value.addr().wrapping_sub(1);
-    if slab < NUM_SLABS {
-        // Relaxed: a placement hint (see `join`).
-        LIVE[slab].fetch_sub(1, Ordering::Relaxed);
+/// In a `fork` child, where only the forking thread exists: it lives on
+/// `mine` (if it has a slab), nobody else lives anywhere.
+pub fn reset_after_fork(mine: Option<usize>) {
+    for (i, live) in LIVE.iter().enumerate() {
+        // Relaxed: the child has a single thread.
+        live.store(usize::from(mine == Some(i)), Ordering::Relaxed);
     }
 }
 

@@ -1,80 +1,137 @@
-//! Handing out and taking back slots: the allocator's hot paths, with
-//! failover across slabs and size classes, the longer path of the large
-//! slots (64 KiB and more), and the search for freed slots on other slabs
-//! before new memory is touched.
+//! Handing out and taking back slots: the hot paths, and the cells of a
+//! slab's metadata that every path uses.
+//!
+//! A thread that owns its slab allocates small slots (below 64 KiB) from,
+//! and frees the small slots of its slab to, the slab's private lists, with
+//! plain loads and stores. Everything else — a private list running dry, a
+//! thread that owns no slab, large slots, frees of other slabs' slots —
+//! goes to the cold paths ([`cold_path`](crate::cold_path)).
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::diag::{self, Event};
-use crate::free_list::{self, LinkStore, Pop};
-use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
-use crate::{region, release, slab_occupancy, sys, thread_slab};
+use crate::free_list::LinkStore;
+use crate::layout::{self, LARGE_SC, MAX_SC};
+use crate::{cold_path, private_list, region, sys, thread_slab};
 
-/// The links of the free slots of one region live in the slots' first four
+/// The link cells of the free slots of one region: each slot's first four
 /// bytes.
-struct SlotLinks {
+pub(crate) struct RegionLinks {
     /// Address of the region's first slot.
-    region: usize,
-    /// Its size class.
-    sc: u32,
+    pub region: usize,
 }
 
-impl SlotLinks {
+impl LinkStore for RegionLinks {
     #[inline(always)]
-    fn slot_ptr(&self, slot: u32) -> *mut u8 {
-        sys::ptr_at(self.region | ((slot as usize) << self.sc))
-    }
-
-    #[inline(always)]
-    fn link(&self, slot: u32) -> &AtomicU32 {
-        let addr = self.region | ((slot as usize) << self.sc);
-        // SAFETY: the address lies inside the reservation (slot numbers are
-        // below `num_slots`, which keeps them inside the region), is 4-byte
-        // aligned (slots are at least 4 bytes and naturally aligned) and the
-        // mapping is never unmapped. Every access to a link is atomic.
-        unsafe { &*sys::ptr_at::<AtomicU32>(addr) }
+    unsafe fn load_link(&self, link: u32) -> u32 {
+        // Relaxed: ordered by the lists' own synchronization (see
+        // free_list and private_list).
+        link_cell(layout::slot_of_link(self.region, link)).load(Ordering::Relaxed)
     }
 }
 
-impl LinkStore for SlotLinks {
-    #[inline(always)]
-    unsafe fn load_link(&self, slot: u32) -> u32 {
-        // Relaxed: ordered by the flh's Acquire/Release (see free_list).
-        self.link(slot).load(Ordering::Relaxed)
-    }
-}
-
-/// The flh at `addr`.
+/// The link cell of the slot at `addr`.
 #[inline(always)]
-fn flh(addr: usize) -> &'static AtomicU64 {
-    // SAFETY: flh addresses lie in the never-unmapped reservation, in the
-    // size-class-0 region that holds no slots, 8-byte aligned; every access
-    // is atomic.
+pub(crate) fn link_cell(addr: usize) -> &'static AtomicU32 {
+    // SAFETY: `addr` lies inside a region of the reservation (links decode
+    // only to addresses inside their region), is 4-byte aligned (slots are
+    // at least 4 bytes and naturally aligned) and the mapping is never
+    // unmapped. Every access to a link is atomic.
+    unsafe { &*sys::ptr_at::<AtomicU32>(addr) }
+}
+
+/// The flh of (slab, size class), given the slab's address.
+#[inline(always)]
+pub(crate) fn flh(slab_addr: usize, sc: u32) -> &'static AtomicU64 {
+    // SAFETY: inside the slab's size-class-0 region, which holds no slots,
+    // in the never-unmapped reservation; 8-byte aligned; always accessed
+    // atomically.
+    unsafe { &*sys::ptr_at::<AtomicU64>(layout::flh_addr(slab_addr, sc)) }
+}
+
+/// The never-used tail of (slab, size class): the number of its first slot
+/// that was never handed out (or claimed into an owner's fresh run).
+#[inline(always)]
+pub(crate) fn tail(slab_addr: usize, sc: u32) -> &'static AtomicU32 {
+    // SAFETY: as for `flh`; 4-byte aligned.
+    unsafe { &*sys::ptr_at::<AtomicU32>(layout::tail_addr(slab_addr, sc)) }
+}
+
+/// The private list head of `sc` in the private block at `block`.
+#[inline(always)]
+pub(crate) fn private_head(block: usize, sc: u32) -> &'static AtomicU32 {
+    head_at(block, layout::private_index(sc))
+}
+
+/// The private list head of private index `index` in the block at `block`.
+#[inline(always)]
+fn head_at(block: usize, index: usize) -> &'static AtomicU32 {
+    // SAFETY: inside a slab's private block (in its size-class-1 region,
+    // which holds no slots, in the never-unmapped reservation) or inside
+    // EMPTY_BLOCK; 4-byte aligned; always accessed atomically.
+    unsafe { &*sys::ptr_at::<AtomicU32>(layout::private_head_addr(block, index)) }
+}
+
+/// The private fresh run of `sc` in the private block at `block`:
+/// never-used slots the owner claimed from the tail and has not handed out
+/// yet, as `next | end << 32` (slot numbers).
+#[inline(always)]
+pub(crate) fn fresh_run(block: usize, sc: u32) -> &'static AtomicU64 {
+    let addr = layout::fresh_addr(block, layout::private_index(sc));
+    // SAFETY: as for `head_at`; 8-byte aligned.
     unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
 }
 
-// `pop_or_new_memory` reports the end of a region as new memory: every
-// region's slots must span a whole number of steps.
-const _: () = {
-    let mut sc = layout::MIN_SC;
-    while sc <= MAX_SC {
-        assert!((layout::num_slots(sc) as u64) << sc & (free_list::NEW_MEMORY_STEP - 1) == 0);
-        sc += 1;
-    }
-};
+/// A private block that is always empty. A thread that owns no slab has
+/// its alloc word point here, so the hot path of allocation finds an empty
+/// list without first testing whether the thread owns a slab. Never written.
+#[repr(C, align(64))]
+pub(crate) struct EmptyBlock([AtomicU64; layout::PRIVATE_BLOCK_SIZE / 8]);
 
-/// One pop attempt on (slab, size class).
-#[inline(always)]
-fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
-    let links = SlotLinks {
-        region: base | layout::region_offset(slab, sc),
-        sc,
-    };
-    free_list::pop(
-        flh(layout::flh_addr(base, slab, sc)),
-        &links,
-        layout::num_slots(sc),
-    )
+/// The one [`EmptyBlock`].
+pub(crate) static EMPTY_BLOCK: EmptyBlock =
+    EmptyBlock([const { AtomicU64::new(0) }; layout::PRIVATE_BLOCK_SIZE / 8]);
+
+/// Fills the region table of the slab at `slab_addr`, which the calling
+/// thread just came to own: for each small size class, the address link 0
+/// would name in the slab's region of that class.
+pub(crate) fn fill_region_table(slab_addr: usize) {
+    let block = layout::private_block(slab_addr);
+    for sc in layout::MIN_SC..LARGE_SC {
+        // Relaxed: only owners read the table, after their claim's Acquire.
+        let link_base = layout::slot_of_link(layout::region_addr(slab_addr, sc), 0) as u64;
+        let addr = layout::region_entry_addr(block, layout::private_index(sc));
+        // SAFETY: as for `head_at`; 8-byte aligned.
+        let entry = unsafe { &*sys::ptr_at::<AtomicU64>(addr) };
+        entry.store(link_base, Ordering::Relaxed);
+    }
+}
+
+/// The links of the region of private index `index` of the private block
+/// at `block`, found through the block's region table, which is read only
+/// once a link is to be followed; the slot whose link was read last is kept
+/// for the caller.
+struct TableLinks {
+    block: usize,
+    index: usize,
+    slot: core::cell::Cell<usize>,
+}
+
+impl LinkStore for TableLinks {
+    #[inline(always)]
+    unsafe fn load_link(&self, link: u32) -> u32 {
+        // A list holds a link only for the small size classes, whose
+        // entries the table has.
+        debug_assert!(self.index < LARGE_SC as usize);
+        let addr = layout::region_entry_addr(self.block, self.index);
+        // SAFETY: as for `head_at`; 8-byte aligned.
+        let entry = unsafe { &*sys::ptr_at::<AtomicU64>(addr) };
+        // Relaxed: the entry was written by an owner of the slab before
+        // its release, which our claim acquired (see `fill_region_table`).
+        let link_base = entry.load(Ordering::Relaxed) as usize;
+        let slot = link_base + 4 * link as usize;
+        self.slot.set(slot);
+        link_cell(slot).load(Ordering::Relaxed)
+    }
 }
 
 /// Takes a slot of size class `sc` (or larger, when every slab of `sc` is
@@ -84,252 +141,43 @@ fn try_pop(base: usize, slab: usize, sc: u32) -> Pop {
 pub fn alloc(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
     if sc >= LARGE_SC {
-        alloc_large(sc)
+        cold_path::alloc_large(sc)
     } else {
         alloc_small(sc)
     }
 }
 
-/// [`alloc`] for size classes below [`LARGE_SC`]: the hot path.
+/// [`alloc`] for size classes below [`LARGE_SC`].
 #[inline(always)]
 pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..LARGE_SC).contains(&sc));
-    alloc_at_home(sc)
+    match alloc_hot(layout::private_index(sc)) {
+        Some(p) => (p, false),
+        None => cold_path::alloc_small(sc),
+    }
 }
 
-/// [`alloc`] for large slots (of at least [`LARGE_SC`]), out of line so the
-/// hot path's callers stay small. For them every never-used slot is new
-/// memory worth looking elsewhere first (see [`alloc_new_memory`]).
-#[inline(never)]
-pub fn alloc_large(sc: u32) -> (*mut u8, bool) {
-    debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    alloc_at_home(sc)
-}
-
-/// One pop on the thread's own slab; the cold paths take over from there.
+/// The hot path of allocation: a slot of the size class of private index
+/// `index` ([`layout::private_index_of`]) from the private list of the slab
+/// the thread owns. `None` when the thread owns no slab (its alloc word is
+/// EMPTY_BLOCK), the list is empty, or the size class is not small (its
+/// list is always empty): the caller then takes the cold path.
 #[inline(always)]
-fn alloc_at_home(sc: u32) -> (*mut u8, bool) {
-    // A thread with a slab implies a reservation: no need to load the base.
-    let Some(slab_addr) = thread_slab::current_if_assigned() else {
-        return alloc_first(sc);
+pub fn alloc_hot(index: usize) -> Option<*mut u8> {
+    debug_assert!(index < layout::PRIVATE_HEADS);
+    let block = thread_slab::alloc_word();
+    let links = TableLinks {
+        block,
+        index,
+        slot: core::cell::Cell::new(0),
     };
-    let region = slab_addr | layout::region_offset(0, sc);
-    let links = SlotLinks { region, sc };
-    let flh = flh(slab_addr | layout::flh_addr(0, 0, sc));
-    match free_list::pop_or_new_memory(flh, &links, layout::num_slots(sc), sc) {
-        Pop::Slot { slot, fresh } => {
-            let p = links.slot_ptr(slot);
-            debug_assert_eq!(layout::sc_of(p.addr()), sc);
-            debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0);
-            (p, fresh)
-        }
-        Pop::NewMemory => {
-            alloc_new_memory(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc)
-        }
-        _ => alloc_contended(layout::base_of(slab_addr), layout::slab_of(slab_addr), sc),
-    }
-}
-
-/// The thread's list of `sc` offers only never-used slots, and the next one
-/// would touch new memory. Before that, look for freed slots, whose memory
-/// is likely resident: in the same size class on the other slabs that
-/// threads have used, then, for large slots, up to [`BORROW_UP`] size
-/// classes larger. This keeps cross-thread frees from growing the touched
-/// memory of every slab to the whole working set, and lets a new thread
-/// reuse what finished threads freed.
-///
-/// Slabs no live thread calls home come first: their freed slots are
-/// nobody's working set, and moving there contends with nobody. A small
-/// slot found moves the thread to that slab (its next allocations of every
-/// size class go there; the next search brings it back if needed); a large
-/// one is only borrowed. Measured (`bench/ab.sh`, `bench/preload`): moving
-/// in with a live owner first made `bench --compare` `medium@2` 2.2x
-/// slower (both threads then contend on every allocation), and borrowing
-/// single slots from live owners instead of moving made larson 10-20%
-/// slower with more memory.
-#[cold]
-#[inline(never)]
-fn alloc_new_memory(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
-    let t = diag::ticks();
-    let got = find_freed(base, slab, sc);
-    diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
-    got
-}
-
-/// The body of [`alloc_new_memory`].
-#[inline(always)]
-fn find_freed(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
-    diag::count(Event::NewMemory);
-    let others = slab_occupancy::ever_used() & !(1 << slab);
-    let unowned = others & slab_occupancy::unowned();
-    for candidates in [unowned, others & !unowned] {
-        for s in slabs_in(candidates) {
-            if let Some(got) = try_freed(base, s, sc) {
-                diag::count(if candidates == unowned {
-                    Event::FreedUnowned
-                } else {
-                    Event::FreedOwned
-                });
-                if sc < LARGE_SC {
-                    thread_slab::set(base, s);
-                }
-                return got;
-            }
-        }
-    }
-    if sc >= LARGE_SC {
-        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
-            if let Some(got) = try_freed(base, slab, up) {
-                diag::count(Event::FreedLarger);
-                return got;
-            }
-            for s in slabs_in(others) {
-                if let Some(got) = try_freed(base, s, up) {
-                    diag::count(Event::FreedLarger);
-                    return got;
-                }
-            }
-        }
-    }
-    diag::count(Event::NeverUsed);
-    match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
-        _ => alloc_contended(base, slab, sc),
-    }
-}
-
-/// The slabs in the bit set `set`, lowest first.
-fn slabs_in(mut set: usize) -> impl Iterator<Item = usize> {
-    core::iter::from_fn(move || {
-        let s = (set != 0).then(|| set.trailing_zeros() as usize)?;
-        set &= set - 1;
-        Some(s)
-    })
-}
-
-/// One pop on (slab, size class) if its list starts with a freed slot,
-/// handing the slot out.
-#[inline]
-fn try_freed(base: usize, slab: usize, sc: u32) -> Option<(*mut u8, bool)> {
-    let flh = flh(layout::flh_addr(base, slab, sc));
-    // Relaxed: a hint; the pop that may follow does its own synchronization.
-    if flh.load(Ordering::Relaxed) as u32 & free_list::USED == 0 {
-        return None;
-    }
-    match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => Some(taken(base, slab, sc, slot, fresh)),
-        _ => None,
-    }
-}
-
-/// A successful pop of `slot` of (slab, size class), as [`alloc`] returns
-/// it.
-#[inline]
-fn taken(base: usize, slab: usize, sc: u32, slot: u32, fresh: bool) -> (*mut u8, bool) {
-    (sys::ptr_at(layout::slot_addr(base, slab, sc, slot)), fresh)
-}
-
-/// A large request whose own list holds no freed slot takes a freed slot of
-/// up to this many size classes larger, if one is there, before it touches
-/// a never-used slot.
-const BORROW_UP: u32 = 2;
-
-/// Retries at home after collisions with pushes, before failing over.
-///
-/// Measured with `bench/preload` xmalloc-test at 2 threads (a producer
-/// allocating, a consumer freeing everything): failing over on every
-/// collision made the producer wander over the slabs (peak RSS 1.9x
-/// glibc's); retrying at home without bound kept it on one flh cache line
-/// with the consumer (1.5x slower); two retries got both the speed and the
-/// memory (0.86x glibc's RSS).
-const PUSH_COLLISION_RETRIES: u32 = 2;
-
-/// The first pop on the thread's own slab failed. Retry at home (a few
-/// times, see [`PUSH_COLLISION_RETRIES`]) while the failures are
-/// collisions with pushes (other threads freeing slots of this slab): that
-/// is no contention among allocating threads, and failing over for it would
-/// let cross-thread frees chase the thread from slab to slab. An empty
-/// slab, another thread popping, or repeated push collisions fail over.
-#[cold]
-#[inline(never)]
-fn alloc_contended(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
-    diag::count(Event::Contended);
-    let mut retries = 0;
-    loop {
-        match try_pop(base, slab, sc) {
-            Pop::Slot { slot, fresh } => return taken(base, slab, sc, slot, fresh),
-            // Another thread's push succeeded: progress (lock-free); retry.
-            p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => {
-                diag::count(Event::PushRetry);
-                retries += 1
-            }
-            _ => return alloc_failover(base, slab, sc),
-        }
-    }
-}
-
-/// The first allocation of this thread (and maybe of the process): reserve
-/// if needed, take a home slab, then allocate.
-#[cold]
-#[inline(never)]
-fn alloc_first(sc: u32) -> (*mut u8, bool) {
-    diag::count(Event::FirstAlloc);
-    let base = region::base_raw();
-    let base = if region::is_ready(base) {
-        base
-    } else {
-        match region::init() {
-            Some(base) => base,
-            None => return (core::ptr::null_mut(), false),
-        }
-    };
-    let slab = thread_slab::current(base);
-    match try_pop(base, slab, sc) {
-        Pop::Slot { slot, fresh } => taken(base, slab, sc, slot, fresh),
-        _ => alloc_failover(base, slab, sc),
-    }
-}
-
-/// The thread's slab was empty or contended: try the other slabs, then the
-/// larger size classes, and remember where we succeeded.
-#[cold]
-#[inline(never)]
-fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
-    diag::count(Event::Failover);
-    let want = sc;
-    // On the first pass over `sc`, try the thread's own slab last: it just
-    // failed.
-    let mut first = slab + 1;
-    for sc in sc..=MAX_SC {
-        loop {
-            let mut collided = false;
-            for i in 0..NUM_SLABS {
-                let s = (first + i) % NUM_SLABS;
-                match try_pop(base, s, sc) {
-                    Pop::Slot { slot, fresh } => {
-                        if sc != want {
-                            diag::count(Event::FailoverLarger);
-                        }
-                        if s != slab {
-                            thread_slab::set(base, s);
-                        }
-                        return taken(base, s, sc, slot, fresh);
-                    }
-                    Pop::Empty | Pop::NewMemory => {}
-                    Pop::Collision { .. } => collided = true,
-                }
-            }
-            // A slab that collided may still hold slots: another round. Each
-            // collision means another thread's operation succeeded, so this
-            // terminates (lock-free).
-            if !collided {
-                break;
-            }
-            first = slab;
-        }
-        first = slab;
-    }
-    (core::ptr::null_mut(), false)
+    // SAFETY: the thread owns the slab (or the block is EMPTY_BLOCK, whose
+    // lists are empty); the links are its region's.
+    unsafe { private_list::pop(head_at(block, index), &links) }?;
+    let p: *mut u8 = sys::ptr_at(links.slot.get());
+    debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
+    debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
+    Some(p)
 }
 
 /// Returns the slot at `p` to its free list.
@@ -338,51 +186,44 @@ fn alloc_failover(base: usize, slab: usize, sc: u32) -> (*mut u8, bool) {
 /// `p` is the start of a slot handed out by [`alloc`] and not freed since.
 #[inline(always)]
 pub unsafe fn dealloc(p: *mut u8) {
-    let addr = p.addr();
-    let sc = layout::sc_of(addr);
-    debug_assert!(
-        (layout::MIN_SC..=MAX_SC).contains(&sc),
-        "not a slot: {addr:#x}"
-    );
-    debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
-    if layout::is_large(addr) {
-        // SAFETY: the caller owns the slot.
-        return unsafe { dealloc_large(addr, sc) };
-    }
-    // SAFETY: the caller owns the slot.
-    unsafe { push(addr, sc) }
-}
-
-/// [`dealloc`] of a large slot: from [`release::RELEASE_SC`] on, releases
-/// its pages, then pushes it.
-///
-/// # Safety
-/// As for [`dealloc`]; `addr` is the slot's address, `sc` its size class.
-#[inline(never)]
-unsafe fn dealloc_large(addr: usize, sc: u32) {
-    // SAFETY: the caller owns the slot; it is not pushed yet.
-    unsafe {
-        release::before_push(addr, sc);
-        push(addr, sc);
+    // SAFETY: per the contract.
+    if !unsafe { free_owned(p) } {
+        // SAFETY: per the contract.
+        unsafe { cold_path::dealloc(p) }
     }
 }
 
-/// Pushes the slot at `addr`, of size class `sc`, onto its list.
+/// The hot path of free: if the slot at `p` is a small slot of the slab the
+/// thread owns, puts it on its private list and returns true.
 ///
 /// # Safety
-/// The caller owns the slot.
+/// `p` is null, not in the reservation, or the start of a slot handed out
+/// by [`alloc`] and not freed since.
 #[inline(always)]
-unsafe fn push(addr: usize, sc: u32) {
-    // SAFETY: the caller owns the slot, which belongs to this flh's region;
-    // its first four bytes (slots are at least 4 bytes, naturally aligned)
-    // hold its link while it is free, always accessed atomically.
+pub unsafe fn free_owned(p: *mut u8) -> bool {
+    let block = thread_slab::owned();
+    // A slot's offset from the owned slab's private block, in regions, is
+    // its size class minus one; any other address (another slab, another
+    // allocator's, null, or any address when the word is NOT_OWNER) is
+    // off by far more than the small classes span.
+    let index = sys::opaque(p.addr().wrapping_sub(block) >> layout::SC_SHIFT);
+    if index >= LARGE_SC as usize - 1 {
+        return false;
+    }
+    // (Below 2^32, so the cast is exact.)
+    let sc = index as u32 + 1;
+    debug_assert!(sc >= layout::MIN_SC, "not a slot: {p:?}");
+    debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0, "not the start of a slot");
+    // SAFETY: the thread owns the slab and, per the contract, the slot,
+    // which belongs to this region.
     unsafe {
-        free_list::push(
-            flh(layout::flh_addr_of(addr)),
-            &*sys::ptr_at::<AtomicU32>(addr),
-            layout::slot_of(addr, sc),
+        private_list::push(
+            head_at(block, index),
+            link_cell(p.addr()),
+            layout::link_of(p.addr()),
         )
     };
+    true
 }
 
 /// Size in bytes of the slot holding `p`.

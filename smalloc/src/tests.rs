@@ -1,4 +1,4 @@
-//! Unit tests of the layout arithmetic and the free list. The harness uses
+//! Unit tests of the layout arithmetic and the free lists. The harness uses
 //! the system allocator; these tests call smalloc directly. Under nextest
 //! each test runs in its own process, so smalloc's state starts fresh.
 
@@ -6,9 +6,9 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::vec::Vec;
 
-use crate::free_list::{self, LinkStore, Pop, USED};
+use crate::free_list::{self, LinkStore, Pop};
 use crate::layout::*;
-use crate::{Smalloc, region};
+use crate::{Smalloc, private_list, region};
 
 /// A base address with the required alignment, for pure arithmetic.
 const FAKE_BASE: usize = 5 << TOTAL_BITS;
@@ -18,6 +18,8 @@ fn layout_round_trips_for_every_size_class_and_slab() {
     for sc in MIN_SC..=MAX_SC {
         let n = num_slots(sc);
         for slab in 0..NUM_SLABS {
+            let region = region_addr(slab_addr(FAKE_BASE, slab), sc);
+            assert_eq!(region, FAKE_BASE + region_offset(slab, sc));
             for slot in [0, 1, n / 2, n - 2, n - 1] {
                 let a = slot_addr(FAKE_BASE, slab, sc, slot);
                 assert_eq!(base_of(a), FAKE_BASE);
@@ -25,32 +27,72 @@ fn layout_round_trips_for_every_size_class_and_slab() {
                 assert_eq!(slab_of(a), slab);
                 assert_eq!(slot_of(a, sc), slot);
                 assert_eq!(a % (1 << sc), 0, "slot not naturally aligned");
-                assert_eq!(flh_addr_of(a), flh_addr(FAKE_BASE, slab, sc));
+                assert_eq!(slab_addr_of(a), slab_addr(FAKE_BASE, slab));
+                // The link names the slot, and is never the end marker.
+                let link = link_of(a);
+                assert_ne!(link, 0);
+                assert_eq!(link, link_of_slot(sc, slot));
+                assert_eq!(slot_of_link(region, link), a, "sc {sc} slot {slot}");
                 // The last byte of the slot maps to the same slot.
                 let last = a + (1 << sc) - 1;
                 assert_eq!(
                     (sc_of(last), slab_of(last), slot_of(last, sc)),
                     (sc, slab, slot)
                 );
-                assert_eq!(flh_addr_of(last), flh_addr(FAKE_BASE, slab, sc));
             }
             // The whole region stays inside its (slab, sc) field.
             let end = slot_addr(FAKE_BASE, slab, sc, n - 1) + (1 << sc);
             assert!(end <= FAKE_BASE + region_offset(slab, sc) + (1 << REGION_BITS));
         }
     }
+    // With the full geometry, any link at all decodes to an address inside
+    // its region.
+    let region = region_addr(slab_addr(FAKE_BASE, 3), 9);
+    let links: &[u32] = if REGION_BITS == 34 {
+        &[1, 2, 0x1234_5677, u32::MAX]
+    } else {
+        &[1, 2]
+    };
+    for &link in links {
+        let a = slot_of_link(region, link);
+        assert!(a >= region && a < region + (1 << REGION_BITS), "{link:#x}");
+    }
 }
 
 #[test]
-fn flhs_live_where_no_slot_is() {
+fn metadata_lives_where_no_slot_is() {
     let lowest_slot = region_offset(0, MIN_SC);
     for slab in 0..NUM_SLABS {
+        let addr = slab_addr(FAKE_BASE, slab);
+        let mut lines = std::collections::HashSet::new();
         for sc in MIN_SC..=MAX_SC {
-            let f = flh_addr(FAKE_BASE, slab, sc) - FAKE_BASE;
-            // Inside the size-class-0 region of its slab, one cache line each.
-            assert_eq!(f >> SLAB_SHIFT, slab);
-            assert!(f & ((1 << SLAB_SHIFT) - 1) < lowest_slot);
-            assert_eq!(f % 64, 0);
+            let block = private_block(addr);
+            let cells = [
+                (flh_addr(addr, sc), 8),
+                (tail_addr(addr, sc), 4),
+                (private_head_addr(block, private_index(sc)), 4),
+                (region_entry_addr(block, private_index(sc)), 8),
+                (fresh_addr(block, private_index(sc)), 8),
+            ];
+            for (cell, size) in cells {
+                let off = cell - FAKE_BASE;
+                // Inside the size-class-0 region of its slab, aligned.
+                assert_eq!(off >> SLAB_SHIFT, slab);
+                assert!((off & ((1 << SLAB_SHIFT) - 1)) + size <= lowest_slot);
+                assert_eq!(cell % size, 0);
+            }
+            // One cache line per shared list, holding its flh and tail,
+            // and no private cell on a shared list's line.
+            assert_eq!(flh_addr(addr, sc) / 64, tail_addr(addr, sc) / 64);
+            assert!(lines.insert(flh_addr(addr, sc) / 64));
+            let i = private_index(sc);
+            assert!(private_head_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
+            assert!(region_entry_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
+            assert!(fresh_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
+            // A slot's offset from the private block, in regions, is its
+            // size class minus one: the hot path of free relies on it.
+            let slot = slot_addr(FAKE_BASE, slab, sc, num_slots(sc) - 1);
+            assert_eq!((slot - block) >> SC_SHIFT, private_index(sc));
         }
     }
 }
@@ -121,130 +163,125 @@ fn growers() {
     }
 }
 
-/// Links in an array, for free-list tests without the reservation.
+/// Link cells in an array (link `k` is element `k - 1`), for free-list
+/// tests without the reservation.
 struct ArrayLinks(Vec<AtomicU32>);
 
 impl ArrayLinks {
     fn new(n: usize) -> Self {
         ArrayLinks((0..n).map(|_| AtomicU32::new(0)).collect())
     }
+
+    fn cell(&self, link: u32) -> &AtomicU32 {
+        &self.0[link as usize - 1]
+    }
+
+    /// Pushes links `links` (in order) onto the shared list.
+    fn push_all(&self, flh: &AtomicU64, links: &[u32]) {
+        for &l in links {
+            // SAFETY: the test owns every slot it pushes.
+            unsafe { free_list::push(flh, self.cell(l), l) };
+        }
+    }
 }
 
 impl LinkStore for ArrayLinks {
-    unsafe fn load_link(&self, slot: u32) -> u32 {
-        self.0[slot as usize].load(Ordering::Relaxed)
+    unsafe fn load_link(&self, link: u32) -> u32 {
+        self.cell(link).load(Ordering::Relaxed)
     }
 }
 
 #[test]
-fn zero_word_is_a_full_list_in_order() {
-    let flh = AtomicU64::new(0);
-    let links = ArrayLinks::new(5);
-    for i in 0..5 {
-        assert_eq!(
-            free_list::pop(&flh, &links, 5),
-            Pop::Slot {
-                slot: i,
-                fresh: true
-            }
-        );
-    }
-    assert_eq!(free_list::pop(&flh, &links, 5), Pop::Empty);
-    // Nothing was written into the never-used slots.
-    assert!(links.0.iter().all(|l| l.load(Ordering::Relaxed) == 0));
-}
-
-#[test]
-fn push_then_pop_is_lifo_and_mixes_with_the_fresh_tail() {
+fn zero_word_is_an_empty_list() {
     let flh = AtomicU64::new(0);
     let links = ArrayLinks::new(4);
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 0,
-            fresh: true
-        }
-    );
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 1,
-            fresh: true
-        }
-    );
-    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    unsafe {
-        free_list::push(&flh, &links.0[0], 0);
-        free_list::push(&flh, &links.0[1], 1);
-    }
+    assert_eq!(free_list::pop(&flh, &links), Pop::Empty);
+    assert_eq!(free_list::take_all(&flh), 0);
+    let head = AtomicU32::new(0);
+    // SAFETY: the test owns the list.
+    assert_eq!(unsafe { private_list::pop(&head, &links) }, None);
+}
+
+#[test]
+fn shared_push_then_pop_is_lifo_and_counts_pushes() {
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(4);
+    links.push_all(&flh, &[1, 2, 3]);
+    assert_eq!(flh.load(Ordering::Relaxed) >> 32, 3, "three pushes");
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(3));
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
+    links.push_all(&flh, &[4]);
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(4));
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(1));
+    assert_eq!(free_list::pop(&flh, &links), Pop::Empty);
     assert_eq!(
         flh.load(Ordering::Relaxed) >> 32,
-        2,
-        "two pushes, counter 2"
+        4,
+        "pops keep the counter"
     );
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 1,
-            fresh: false
-        }
+}
+
+#[test]
+fn take_all_hands_over_the_chain_and_keeps_the_counter() {
+    let flh = AtomicU64::new(0);
+    let links = ArrayLinks::new(4);
+    links.push_all(&flh, &[1, 2, 3]);
+    let stale = flh.load(Ordering::Relaxed);
+    let first = free_list::take_all(&flh);
+    assert_eq!(first, 3);
+    assert_eq!(flh.load(Ordering::Relaxed), 3 << 32, "empty, counter kept");
+    // The chain becomes a private list as it is.
+    let head = AtomicU32::new(first);
+    // SAFETY: the test owns the list.
+    let order: Vec<u32> =
+        std::iter::from_fn(|| unsafe { private_list::pop(&head, &links) }).collect();
+    assert_eq!(order, [3, 2, 1]);
+    // A pop that read the list before it was taken cannot succeed, even
+    // with its head pushed back.
+    links.push_all(&flh, &[3]);
+    assert_eq!(flh.load(Ordering::Relaxed) as u32, stale as u32);
+    assert!(
+        flh.compare_exchange(
+            stale,
+            stale & !0xffff_ffff | 2,
+            Ordering::Acquire,
+            Ordering::Relaxed
+        )
+        .is_err()
     );
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 0,
-            fresh: false
-        }
-    );
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 2,
-            fresh: true
-        }
-    );
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 3,
-            fresh: true
-        }
-    );
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
-    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    unsafe { free_list::push(&flh, &links.0[2], 2) };
-    assert_eq!(
-        free_list::pop(&flh, &links, 4),
-        Pop::Slot {
-            slot: 2,
-            fresh: false
-        }
-    );
-    assert_eq!(free_list::pop(&flh, &links, 4), Pop::Empty);
+}
+
+#[test]
+fn private_push_then_pop_is_lifo() {
+    let head = AtomicU32::new(0);
+    let links = ArrayLinks::new(4);
+    for l in [2, 4, 1] {
+        // SAFETY: the test owns the list and the slots.
+        unsafe { private_list::push(&head, links.cell(l), l) };
+    }
+    // SAFETY: the test owns the list.
+    let order: Vec<u32> =
+        std::iter::from_fn(|| unsafe { private_list::pop(&head, &links) }).collect();
+    assert_eq!(order, [1, 4, 2]);
+    assert_eq!(head.load(Ordering::Relaxed), 0);
 }
 
 #[test]
 fn stale_head_after_aba_fails_its_cas() {
-    // Replay the ABA sequence by hand: a popper reads head A, then others
-    // pop A, pop B and push A back. The stale popper's CAS must fail.
+    // Replay the ABA sequence by hand: a popper reads head A (next B), then
+    // others pop A, pop B and push A back. The stale popper's CAS must fail.
     let flh = AtomicU64::new(0);
     let links = ArrayLinks::new(8);
+    links.push_all(&flh, &[3, 2, 1]);
     let stale = flh.load(Ordering::Acquire);
-    assert_eq!(stale as u32 & USED, 0);
-    assert!(matches!(
-        free_list::pop(&flh, &links, 8),
-        Pop::Slot { slot: 0, .. }
-    ));
-    assert!(matches!(
-        free_list::pop(&flh, &links, 8),
-        Pop::Slot { slot: 1, .. }
-    ));
-    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    unsafe { free_list::push(&flh, &links.0[0], 0) };
+    assert_eq!(stale as u32, 1);
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(1));
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
+    links.push_all(&flh, &[1]);
     let now = flh.load(Ordering::Relaxed);
-    assert_eq!(now as u32 & 0x7fff_ffff, 0, "slot 0 is the head again");
-    assert_eq!(now >> 32, 1, "but the push counter moved");
-    let stale_new = stale & !0xffff_ffff | 1;
+    assert_eq!(now as u32, 1, "slot 1 is the head again");
+    assert_eq!(now >> 32, 4, "but the push counter moved");
+    let stale_new = stale & !0xffff_ffff | 2;
     assert!(
         flh.compare_exchange(stale, stale_new, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
@@ -300,12 +337,10 @@ fn smallest_slots_pack_tightly() {
 fn collisions_are_told_apart_by_the_push_counter() {
     let flh = AtomicU64::new(0);
     let links = ArrayLinks::new(8);
+    links.push_all(&flh, &[1, 2]);
     // A pop collided with another thread's pop: the counter did not move.
     let before = flh.load(Ordering::Relaxed);
-    assert!(matches!(
-        free_list::pop(&flh, &links, 8),
-        Pop::Slot { slot: 0, .. }
-    ));
+    assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
     let popped = Pop::Collision {
         expected: before,
         observed: flh.load(Ordering::Relaxed),
@@ -316,8 +351,7 @@ fn collisions_are_told_apart_by_the_push_counter() {
     );
     // A pop collided with a free into this list: the counter moved.
     let before = flh.load(Ordering::Relaxed);
-    // SAFETY: slot 0 was popped above and is ours; its link cell is links.0[0].
-    unsafe { free_list::push(&flh, &links.0[0], 0) };
+    links.push_all(&flh, &[2]);
     let pushed = Pop::Collision {
         expected: before,
         observed: flh.load(Ordering::Relaxed),

@@ -1,101 +1,336 @@
-//! Which slab the current thread allocates from.
+//! The calling thread's place: which slab it allocates from, whether it
+//! owns that slab, and the changes of both (first allocation, moves, exit,
+//! `fork`).
 //!
-//! Each thread holds one thread-local word: 0 until its first allocation,
-//! then the address of its slab (`base | slab << SLAB_SHIFT`, never 0). The
-//! first allocation picks the thread's home slab: the one with the fewest
-//! live threads ([`slab_occupancy`](crate::slab_occupancy)), so slabs of
-//! finished threads are reused; failover later moves the thread to another
-//! slab by storing a new value. Holding the slab's address, not its
-//! number, lets the hot path skip loading the reservation base: a thread
-//! with a slab has a reservation.
+//! Each thread holds three thread-local words:
 //!
-//! # How the thread-local word is reached
+//! * the *alloc word*: the address of the private block of the slab the
+//!   thread owns, or of an always-empty block (the initial value). The hot
+//!   path of allocation reads only this word and indexes the block with it;
+//!   a thread without a slab of its own finds an empty list there and takes
+//!   the cold path, with no test of its own.
+//! * the *owned word*: the same private block address, or [`NOT_OWNER`]
+//!   (bit 63 set, the initial value). The hot path of free reads only this
+//!   word: a pointer's offset from it says whether the slot is a small slot
+//!   of the owned slab, and of which size class.
+//! * the *current word*: the address of the slab the thread allocates from
+//!   (the same slab for an owner), 0 before the thread's first allocation;
+//!   bit 0 set ([`NO_OWN`]) when the thread must not own a slab again (it is
+//!   exiting, or a benchmark pinned it to a shared slab).
+//!
+//! # How the thread-local words are reached
 //!
 //! Stable Rust has no `#[thread_local]` and `no_std` has no `thread_local!`,
-//! so on x86-64 the word is declared in `.tbss` with `global_asm!` and read
-//! with the *initial-exec* TLS model: one load of its offset from the GOT
-//! (a constant the dynamic loader fills in once) and one `fs:`-relative load.
-//! In an executable the linker relaxes the first load to an immediate. A
-//! library using initial-exec TLS works under `LD_PRELOAD` and, within
+//! so on x86-64 the words are declared in `.tdata` with `global_asm!` and
+//! read with the *initial-exec* TLS model: one load of their offset from the
+//! GOT (a constant the dynamic loader fills in once) and one `fs:`-relative
+//! load. In an executable the linker relaxes the first load to an immediate.
+//! A library using initial-exec TLS works under `LD_PRELOAD` and, within
 //! glibc's static TLS surplus, when dlopen'ed; it never calls
-//! `__tls_get_addr`. Other architectures, and Miri (which cannot run inline
-//! assembly), fall back to a pthread key.
-//!
-//! Measured on this machine (callgrind instructions per read beyond a plain
-//! global load; median time ratio to this scheme; in a dlopen'ed library):
-//! initial-exec via asm +1, 1.00x; std `thread_local!` +16, 2.55x (it calls
-//! `__tls_get_addr`); C TLS descriptors +6, 1.8x; pthread_getspecific +14 to
-//! +18, 1.7-1.9x; hashing the thread pointer +3, 1.02x (but it cannot
-//! remember a failover). Method and full table: `docs/tls.md`.
+//! `__tls_get_addr`. The alloc word's initial value is the empty block's
+//! address, a relocation in the TLS image, which the dynamic loader applies
+//! before it copies the image for any thread. Other architectures, and Miri
+//! (which cannot run inline assembly), fall back to pthread keys.
+//! Alternatives measured: `docs/tls.md`.
 
-use crate::layout::{NUM_SLABS, SLAB_SHIFT};
+use crate::layout::{self, NUM_SLABS};
+use crate::{diag, ownership, slab_occupancy, slots, sys};
 
-/// The address of the current thread's slab, or `None` before its first
-/// allocation.
+/// The owned word of a thread that owns no slab.
+pub const NOT_OWNER: usize = 1 << 63;
+
+/// Flag in the current word: the thread never owns a slab again.
+pub const NO_OWN: usize = 1;
+
+/// The alloc word: the owned slab's private block, or the empty block.
 #[inline(always)]
-pub fn current_if_assigned() -> Option<usize> {
-    match tls::load() {
-        0 => None,
-        slab_addr => Some(slab_addr),
-    }
+pub fn alloc_word() -> usize {
+    tls::load::<{ tls::ALLOC }>()
 }
 
-/// The current thread's slab number, picking its home slab on first use.
-/// `base` is the reservation's base.
+/// The owned word: the owned slab's private block, or [`NOT_OWNER`].
+#[inline(always)]
+pub fn owned() -> usize {
+    tls::load::<{ tls::OWNED }>()
+}
+
+/// Makes the thread's words say it owns the slab at `slab_addr`.
+fn set_owned(slab_addr: usize) {
+    let block = layout::private_block(slab_addr);
+    tls::store::<{ tls::OWNED }>(block);
+    tls::store::<{ tls::ALLOC }>(block);
+}
+
+/// Makes the thread's words say it owns no slab. Done before the slab is
+/// released, so the thread never touches the private lists afterwards.
+fn set_not_owner() {
+    tls::store::<{ tls::ALLOC }>(empty_block());
+    tls::store::<{ tls::OWNED }>(NOT_OWNER);
+}
+
+/// The address of the always-empty private block.
+fn empty_block() -> usize {
+    sys::expose(
+        core::ptr::from_ref(&slots::EMPTY_BLOCK)
+            .cast_mut()
+            .cast::<u8>(),
+    )
+}
+
+/// The slab address of an owned word that names one.
 #[inline]
-pub fn current(base: usize) -> usize {
-    match tls::load() {
-        0 => assign(base),
-        slab_addr => crate::layout::slab_of(slab_addr),
-    }
+pub const fn owned_slab(owned: usize) -> usize {
+    owned - layout::PRIVATE_OFFSET
 }
 
-/// Moves the current thread to `slab` for its next allocations.
+/// Whether an owned word names a slab.
+#[inline(always)]
+pub const fn is_owner(owned: usize) -> bool {
+    (owned as isize) >= 0
+}
+
+/// The current word: the address of the slab the thread allocates from,
+/// with [`NO_OWN`] possibly set; 0 before the thread's first allocation.
 #[inline]
-pub fn set(base: usize, slab: usize) {
-    debug_assert!(slab < NUM_SLABS);
-    crate::slab_occupancy::note_used(slab);
-    crate::diag::count(crate::diag::Event::Move);
-    tls::store(base | (slab << SLAB_SHIFT));
+pub fn current() -> usize {
+    tls::load::<{ tls::CURRENT }>()
 }
 
-/// First allocation of this thread: pick its home slab.
+/// The slab address of a non-zero current word.
+#[inline]
+pub const fn slab_addr(current: usize) -> usize {
+    current & !NO_OWN
+}
+
+/// Whether the thread may claim a slab.
+#[inline]
+pub const fn may_own(current: usize) -> bool {
+    current & NO_OWN == 0
+}
+
+/// The thread's first allocation: picks its home slab (the one with the
+/// fewest live threads), owns it if nobody does, and arranges for its exit
+/// to be noticed. `base` is the reservation's base.
 #[cold]
 #[inline(never)]
-fn assign(base: usize) -> usize {
-    // Store the slab before registering the exit hook: registering may
-    // allocate (see slab_occupancy::leave_at_exit), which must find it set.
-    let slab = crate::slab_occupancy::take();
-    set(base, slab);
-    crate::slab_occupancy::leave_at_exit(slab);
-    slab
+pub fn assign(base: usize) {
+    let slab = slab_occupancy::take();
+    let addr = layout::slab_addr(base, slab);
+    let owns = ownership::claim(slab);
+    // Set the words before registering anything: registering may allocate,
+    // which must find the thread placed.
+    tls::store::<{ tls::CURRENT }>(addr);
+    if owns {
+        slots::fill_region_table(addr);
+        set_owned(addr);
+        diag::count(diag::Event::Claim);
+    }
+    slab_occupancy::note_used(slab);
+    exit::register(slab, owns);
+    fork::register_once();
+}
+
+/// Makes the calling thread the owner of `slab`, whose claim it just won,
+/// giving up the slab it owned before, if any.
+#[cold]
+pub fn become_owner(base: usize, slab: usize) {
+    let old_owned = owned();
+    let old_current = current();
+    let addr = layout::slab_addr(base, slab);
+    debug_assert!(old_current != 0);
+    if is_owner(old_owned) {
+        // Stop using the old private lists before anyone can claim them.
+        set_not_owner();
+        ownership::release(layout::slab_of(owned_slab(old_owned)));
+    }
+    slots::fill_region_table(addr);
+    set_owned(addr);
+    tls::store::<{ tls::CURRENT }>(addr);
+    slab_occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
+    slab_occupancy::note_used(slab);
+    exit::update(slab, true);
+    diag::count(diag::Event::Claim);
+}
+
+/// Moves a thread that owns no slab to `slab` for its next allocations.
+#[cold]
+pub fn move_to(base: usize, slab: usize) {
+    debug_assert!(slab < NUM_SLABS && !is_owner(owned()));
+    let old = current();
+    tls::store::<{ tls::CURRENT }>(layout::slab_addr(base, slab) | (old & NO_OWN));
+    slab_occupancy::moved(layout::slab_of(slab_addr(old)), slab);
+    slab_occupancy::note_used(slab);
+    exit::update(slab, false);
+    diag::count(diag::Event::Move);
+}
+
+/// Pins the calling thread, which has a slab, to `slab` without owning it:
+/// it gives up the slab it owns, if any, and never claims one again.
+pub fn pin_unowned(base: usize, slab: usize) {
+    let w = owned();
+    if is_owner(w) {
+        set_not_owner();
+        ownership::release(layout::slab_of(owned_slab(w)));
+    }
+    tls::store::<{ tls::CURRENT }>(current() | NO_OWN);
+    move_to(base, slab);
+}
+
+/// Noticing a thread's end: a pthread key whose value, while the thread
+/// lives, says where it is, and whose destructor gives its place back.
+mod exit {
+    use core::ffi::c_void;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{NO_OWN, set_not_owner, tls};
+    use crate::layout::NUM_SLABS;
+    use crate::{ownership, slab_occupancy};
+
+    /// Added to the key's value when the thread owns its slab.
+    const OWNS: usize = 1 << 8;
+
+    /// The key plus one; 0 while not created; [`NO_KEY`] if it could not be
+    /// created (then exits go unnoticed: slabs stay owned and counts only
+    /// grow, so later threads share slabs without owning them).
+    static KEY: AtomicUsize = AtomicUsize::new(0);
+    const NO_KEY: usize = usize::MAX;
+
+    /// First registration of the calling thread, on `slab`.
+    pub fn register(slab: usize, owns: bool) {
+        update(slab, owns)
+    }
+
+    /// Records where the calling thread is now.
+    pub fn update(slab: usize, owns: bool) {
+        if let Some(key) = key() {
+            let value = slab + 1 + if owns { OWNS } else { 0 };
+            // SAFETY: a valid key; the value is an integer in pointer form,
+            // never dereferenced. glibc stores the values of the first 32
+            // keys without allocating; for a later key the first store may
+            // call calloc, which reaches this allocator with the thread's
+            // words already set.
+            unsafe { libc::pthread_setspecific(key, core::ptr::without_provenance(value)) };
+        }
+    }
+
+    /// The key, created on first use.
+    fn key() -> Option<libc::pthread_key_t> {
+        // Acquire/AcqRel: the key value is published with the store; nothing
+        // else rides on it.
+        match KEY.load(Ordering::Acquire) {
+            0 => {}
+            NO_KEY => return None,
+            k => return Some((k - 1) as libc::pthread_key_t),
+        }
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is a valid out-pointer; the destructor only touches
+        // atomics and this thread's words.
+        if unsafe { libc::pthread_key_create(&mut key, Some(at_exit)) } != 0 {
+            let _ = KEY.compare_exchange(0, NO_KEY, Ordering::AcqRel, Ordering::Acquire);
+            return None;
+        }
+        match KEY.compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Some(key),
+            Err(winner) => {
+                // SAFETY: we created `key` and nobody else has seen it.
+                unsafe { libc::pthread_key_delete(key) };
+                (winner != NO_KEY).then(|| (winner - 1) as libc::pthread_key_t)
+            }
+        }
+    }
+
+    /// The key's destructor, run by the C library when a thread that
+    /// allocated ends. Other destructors may still allocate and free after
+    /// it: the thread then uses the shared lists and never owns again.
+    extern "C" fn at_exit(value: *mut c_void) {
+        let value = value.addr();
+        let slab = (value & (OWNS - 1)).wrapping_sub(1);
+        if slab >= NUM_SLABS {
+            return;
+        }
+        // Stop using the private lists before anyone can claim them.
+        set_not_owner();
+        tls::store::<{ tls::CURRENT }>(tls::load::<{ tls::CURRENT }>() | NO_OWN);
+        if value & OWNS != 0 {
+            ownership::release(slab);
+        }
+        slab_occupancy::left(slab);
+    }
+}
+
+/// Handing the slabs of threads that do not exist in a `fork` child back.
+mod fork {
+    use core::sync::atomic::{AtomicBool, Ordering};
+
+    use super::{is_owner, owned_slab, slab_addr, tls};
+    use crate::{layout, ownership, slab_occupancy};
+
+    /// Whether the child handler was registered.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+    /// Registers [`child`] with `pthread_atfork`, once per process. Called
+    /// by a thread's first allocation, after its words are set, because
+    /// registering may allocate.
+    pub fn register_once() {
+        // Relaxed: only decides who registers; nothing is published.
+        if cfg!(miri) || REGISTERED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: `child` only stores to atomics and reads this thread's
+        // words: async-signal-safe, as a fork child handler must be.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    }
+
+    /// Runs in the child after `fork`: the forking thread is the only one,
+    /// so it alone may own a slab and live on one. The private lists of the
+    /// slabs the parent's other threads owned become claimable.
+    extern "C" fn child() {
+        let owned = tls::load::<{ tls::OWNED }>();
+        let current = tls::load::<{ tls::CURRENT }>();
+        ownership::reset_after_fork(is_owner(owned).then(|| layout::slab_of(owned_slab(owned))));
+        slab_occupancy::reset_after_fork(
+            (current != 0).then(|| layout::slab_of(slab_addr(current))),
+        );
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
 mod tls {
+    // The words, in order: alloc (initially the empty block), owned
+    // (initially NOT_OWNER), current (initially 0).
     core::arch::global_asm!(
-        ".pushsection .tbss,\"awT\",@nobits",
-        ".p2align 3",
-        ".globl __smalloc_thread_slab_v1",
-        ".hidden __smalloc_thread_slab_v1",
-        ".type __smalloc_thread_slab_v1,@object",
-        ".size __smalloc_thread_slab_v1,8",
-        "__smalloc_thread_slab_v1:",
-        ".zero 8",
+        ".pushsection .tdata,\"awT\",@progbits",
+        ".p2align 4",
+        ".globl __smalloc_thread_v2",
+        ".hidden __smalloc_thread_v2",
+        ".type __smalloc_thread_v2,@object",
+        ".size __smalloc_thread_v2,24",
+        "__smalloc_thread_v2:",
+        ".quad {empty}",
+        ".quad 0x8000000000000000",
+        ".quad 0",
         ".popsection",
+        empty = sym crate::slots::EMPTY_BLOCK,
     );
+    const _: () = assert!(super::NOT_OWNER == 0x8000_0000_0000_0000);
+
+    /// Byte offsets of the words.
+    pub const ALLOC: usize = 0;
+    pub const OWNED: usize = 8;
+    pub const CURRENT: usize = 16;
 
     #[inline(always)]
-    pub fn load() -> usize {
+    pub fn load<const WORD: usize>() -> usize {
         let v: usize;
-        // SAFETY: initial-exec access to our own 8-byte .tbss word: the GOT
-        // entry holds its offset from the thread pointer, `fs:` is the thread
-        // pointer. Reads only that word.
+        // SAFETY: initial-exec access to our own .tdata words: the GOT entry
+        // holds their offset from the thread pointer, `fs:` is the thread
+        // pointer, `word` is one of the offsets above. Reads only that word.
         unsafe {
             core::arch::asm!(
-                "mov {v}, qword ptr [rip + __smalloc_thread_slab_v1@GOTTPOFF]",
-                "mov {v}, qword ptr fs:[{v}]",
+                "mov {v}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
+                "mov {v}, qword ptr fs:[{v} + {word}]",
                 v = out(reg) v,
+                word = const WORD,
                 options(nostack, readonly, preserves_flags),
             );
         }
@@ -103,14 +338,15 @@ mod tls {
     }
 
     #[inline(always)]
-    pub fn store(v: usize) {
+    pub fn store<const WORD: usize>(v: usize) {
         // SAFETY: as in `load`; writes only our own thread's word.
         unsafe {
             core::arch::asm!(
-                "mov {off}, qword ptr [rip + __smalloc_thread_slab_v1@GOTTPOFF]",
-                "mov qword ptr fs:[{off}], {v}",
+                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
+                "mov qword ptr fs:[{off} + {word}], {v}",
                 off = out(reg) _,
                 v = in(reg) v,
+                word = const WORD,
                 options(nostack, preserves_flags),
             );
         }
@@ -119,16 +355,32 @@ mod tls {
 
 #[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls, miri))]
 mod tls {
-    //! Portable fallback: a pthread key, created on first use.
+    //! Portable fallback: a pthread key per word, created on first use. The
+    //! words are stored XOR their initial values, so a key's initial null
+    //! reads as the initial value.
     use core::sync::atomic::{AtomicUsize, Ordering};
 
-    /// The key plus one; 0 while not created.
-    static KEY: AtomicUsize = AtomicUsize::new(0);
+    /// Word indexes.
+    pub const ALLOC: usize = 0;
+    pub const OWNED: usize = 1;
+    pub const CURRENT: usize = 2;
 
-    fn key() -> libc::pthread_key_t {
+    /// The keys plus one; 0 while not created.
+    static KEYS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+
+    /// The initial value of `word`.
+    fn initial(word: usize) -> usize {
+        match word {
+            ALLOC => super::empty_block(),
+            OWNED => super::NOT_OWNER,
+            _ => 0,
+        }
+    }
+
+    fn key(i: usize) -> libc::pthread_key_t {
         // Acquire/Release: the key value is the only data; they keep the
         // creating thread's pthread state ordered before its use elsewhere.
-        let k = KEY.load(Ordering::Acquire);
+        let k = KEYS[i].load(Ordering::Acquire);
         if k != 0 {
             return (k - 1) as libc::pthread_key_t;
         }
@@ -136,10 +388,10 @@ mod tls {
         // SAFETY: `new` is a valid out-pointer; no destructor.
         let rc = unsafe { libc::pthread_key_create(&mut new, None) };
         if rc != 0 {
-            // No key: every thread is treated as new (slab by thread number).
+            // No key: every access reads null (a thread without a place).
             return libc::pthread_key_t::MAX;
         }
-        match KEY.compare_exchange(0, new as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
+        match KEYS[i].compare_exchange(0, new as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => new,
             Err(winner) => {
                 // SAFETY: we created `new` and nobody else saw it.
@@ -149,15 +401,17 @@ mod tls {
         }
     }
 
-    pub fn load() -> usize {
+    pub fn load<const WORD: usize>() -> usize {
         // SAFETY: reading a key's value has no preconditions (an invalid key
         // yields null).
-        unsafe { libc::pthread_getspecific(key()) }.addr()
+        let v = unsafe { libc::pthread_getspecific(key(WORD)) }.addr();
+        v ^ initial(WORD)
     }
 
-    pub fn store(v: usize) {
+    pub fn store<const WORD: usize>(v: usize) {
+        let v = v ^ initial(WORD);
         // SAFETY: storing an integer disguised as a pointer; never
         // dereferenced.
-        unsafe { libc::pthread_setspecific(key(), core::ptr::without_provenance(v)) };
+        unsafe { libc::pthread_setspecific(key(WORD), core::ptr::without_provenance(v)) };
     }
 }

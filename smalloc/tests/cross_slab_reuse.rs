@@ -73,7 +73,7 @@ fn reuse_count(size: usize, n: usize) -> usize {
 /// elsewhere (twice, for slack).
 fn allowed_new(size: usize) -> usize {
     let slot = size.next_power_of_two() as u64;
-    (2 * smalloc::free_list::NEW_MEMORY_STEP.div_ceil(slot)) as usize
+    (2 * (smalloc::layout::NEW_MEMORY_STEP as u64).div_ceil(slot)) as usize
 }
 
 #[test]

@@ -1,7 +1,7 @@
-//! Slab exhaustion: a thread whose slab runs out moves to another slab of
-//! the same size class and stays there; when every slab of the size class
-//! is empty it gets slots of the next larger size class; when nothing is
-//! left, null.
+//! Slab exhaustion: a thread whose slab runs out of a size class gets its
+//! slots from another slab of the same size class, keeping the slab it owns
+//! for everything else; when every slab of the size class is empty it gets
+//! slots of the next larger size class; when nothing is left, null.
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -33,17 +33,20 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     // The home slab is empty: the next slot comes from another slab ...
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let moved = unsafe { A.alloc(l) };
-    let new_home = slab_of(moved.addr());
-    assert_ne!(new_home, home);
+    assert_ne!(slab_of(moved.addr()), home);
     assert_eq!(sc_of(moved.addr()), sc);
     got.push(moved);
-    // ... and the thread stays there, for other size classes too.
+    // ... while the thread keeps the slab it owns for other size classes
+    // (and its frees of them).
     let small = Layout::from_size_align(64, 8).unwrap();
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let s = unsafe { A.alloc(small) };
-    assert_eq!(slab_of(s.addr()), new_home);
+    assert_eq!(slab_of(s.addr()), home);
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { A.dealloc(s, small) };
+    // SAFETY: a non-zero layout.
+    let again = unsafe { A.alloc(small) };
+    assert_eq!(again, s, "freed to its own private list");
 
     // Use up every slab of this size class.
     while got.len() < per_slab * NUM_SLABS {

@@ -1,24 +1,28 @@
-//! Model checking of the real free-list code (smalloc::free_list::pop and
-//! push) with loom: every interleaving of a few threads, up to loom's
-//! preemption bound.
+//! Model checking of the real free-list code with loom: every interleaving
+//! of a few threads, up to loom's preemption bound, of
+//! `smalloc::free_list` (the shared list: push, pop, take_all),
+//! `smalloc::private_list` (the owner's list: push, pop) and
+//! `smalloc::ownership` (claim, release).
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
-//! Non-vacuity: built with `--cfg loom --cfg smalloc_no_push_counter` (the
-//! push counter never moves), loom finds the ABA bug in the ABA test and
-//! in the two-thread test; both are marked to expect that failure.
+//! Non-vacuity:
+//! * built with `--cfg smalloc_no_push_counter` (the push counter never
+//!   moves), loom finds the ABA bug in the tests marked for it;
+//! * built with `--cfg smalloc_no_ownership_check` (every claim succeeds),
+//!   loom finds two threads on one private list in the tests marked for it.
+
 #![cfg(loom)]
 
 use std::collections::HashSet;
 
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicU32, AtomicU64};
+use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
+use smalloc::ownership::{self, SetCell};
+use smalloc::private_list::{self, HeadCell};
 use std::sync::atomic::Ordering;
-
-/// Slots of [`free_list::NEW_MEMORY_STEP`] bytes.
-const STEP_SHIFT: u32 = free_list::NEW_MEMORY_STEP.trailing_zeros();
 
 struct Flh(AtomicU64);
 
@@ -39,78 +43,148 @@ impl LinkCell for Link {
     }
 }
 
+/// Link `k` is element `k - 1`.
 struct Links(Vec<Link>);
 
 impl LinkStore for Links {
-    unsafe fn load_link(&self, slot: u32) -> u32 {
-        self.0[slot as usize].0.load(Ordering::Relaxed)
+    unsafe fn load_link(&self, link: u32) -> u32 {
+        self.0[link as usize - 1].0.load(Ordering::Relaxed)
     }
 }
 
-/// A list of `n` slots of `2^shift` bytes.
-struct List {
+struct Head(AtomicU32);
+
+impl HeadCell for Head {
+    fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+    fn set(&self, link: u32) {
+        self.0.store(link, Ordering::Relaxed)
+    }
+}
+
+struct Set(AtomicUsize);
+
+impl SetCell for Set {
+    fn fetch_or(&self, bits: usize, order: Ordering) -> usize {
+        self.0.fetch_or(bits, order)
+    }
+    fn fetch_and(&self, bits: usize, order: Ordering) -> usize {
+        self.0.fetch_and(bits, order)
+    }
+}
+
+/// One slab with one size class of `n` slots (links 1..=n): its shared
+/// list, its private list and its bit in an owned set.
+struct Slab {
+    owned: Set,
     flh: Flh,
+    head: Head,
     links: Links,
     n: u32,
-    shift: u32,
 }
 
-impl List {
-    /// Slots of half the new-memory step when `n` is even (every second
-    /// never-used slot starts new memory), else of a whole step: the
-    /// allocator's regions are a whole number of steps, which
-    /// `pop_or_new_memory` relies on to notice the end of the region.
-    fn new(n: u32) -> Arc<List> {
-        Arc::new(List {
+impl Slab {
+    /// A slab whose slots are all on the shared list (freed by others).
+    fn new(n: u32) -> Arc<Slab> {
+        let s = Slab {
+            owned: Set(AtomicUsize::new(0)),
             flh: Flh(AtomicU64::new(0)),
+            head: Head(AtomicU32::new(0)),
             links: Links((0..n).map(|_| Link(AtomicU32::new(0))).collect()),
             n,
-            shift: if n % 2 == 0 {
-                STEP_SHIFT - 1
-            } else {
-                STEP_SHIFT
-            },
-        })
+        };
+        for l in (1..=n).rev() {
+            s.push_shared(l);
+        }
+        Arc::new(s)
     }
 
-    /// Pops, retrying collisions; None when empty. Goes through
-    /// `pop_or_new_memory` as the allocator does, then takes a never-used
-    /// slot that starts new memory with the plain `pop`, as the allocator
-    /// does when it finds no freed slot elsewhere.
-    fn pop(&self) -> Option<u32> {
+    fn claim(&self) -> bool {
+        ownership::claim_in(&self.owned, 0)
+    }
+
+    fn release(&self) {
+        ownership::release_in(&self.owned, 0)
+    }
+
+    /// Claims, waiting for the current owner to release.
+    fn claim_wait(&self) {
+        while !self.claim() {
+            thread::yield_now();
+        }
+    }
+
+    fn push_shared(&self, l: u32) {
+        // SAFETY: the caller owns slot `l`.
+        unsafe { free_list::push(&self.flh, &self.links.0[l as usize - 1], l) }
+    }
+
+    /// A pop by a thread that does not own the slab, retrying collisions.
+    fn pop_shared(&self) -> Option<u32> {
         loop {
-            match free_list::pop_or_new_memory(&self.flh, &self.links, self.n, self.shift) {
-                Pop::Slot { slot, .. } => return Some(slot),
+            match free_list::pop(&self.flh, &self.links) {
+                Pop::Slot(l) => return Some(l),
                 Pop::Empty => return None,
                 Pop::Collision { .. } => thread::yield_now(),
-                Pop::NewMemory => match free_list::pop(&self.flh, &self.links, self.n) {
-                    Pop::Slot { slot, .. } => return Some(slot),
-                    Pop::Empty => return None,
-                    Pop::Collision { .. } => thread::yield_now(),
-                    Pop::NewMemory => unreachable!("plain pop never reports new memory"),
-                },
             }
         }
     }
 
-    fn push(&self, slot: u32) {
-        // SAFETY: the caller owns `slot`.
-        unsafe { free_list::push(&self.flh, &self.links.0[slot as usize], slot) }
+    /// The owner's allocation: its private list, else the shared list
+    /// taken whole (as `cold_path::owner_take` does).
+    fn alloc_owned(&self) -> Option<u32> {
+        // SAFETY: the caller owns the slab.
+        if let Some(l) = unsafe { private_list::pop(&self.head, &self.links) } {
+            return Some(l);
+        }
+        let first = free_list::take_all(&self.flh);
+        if first == 0 {
+            return None;
+        }
+        // SAFETY: we own the chain we took.
+        let next = unsafe { self.links.load_link(first) };
+        self.head.set(next);
+        Some(first)
     }
 
-    /// Drains the list single-threadedly.
+    /// The owner's free.
+    fn free_owned(&self, l: u32) {
+        // SAFETY: the caller owns the slab and slot `l`.
+        unsafe { private_list::push(&self.head, &self.links.0[l as usize - 1], l) }
+    }
+
+    /// A non-owner taking one slot of the private list of a slab nobody
+    /// owns, under a short claim (as `cold_path::take_any` does).
+    fn borrow_private(&self) -> Option<u32> {
+        if !self.claim() {
+            return None;
+        }
+        // SAFETY: we own the slab until the release.
+        let got = unsafe { private_list::pop(&self.head, &self.links) };
+        self.release();
+        got
+    }
+
+    /// Everything left on both lists, single-threadedly.
     fn drain(&self) -> Vec<u32> {
-        std::iter::from_fn(|| self.pop()).collect()
+        let mut all = Vec::new();
+        self.claim_wait();
+        while let Some(l) = self.alloc_owned() {
+            all.push(l);
+        }
+        self.release();
+        all
     }
 }
 
-/// Every slot is either held by exactly one owner or in the list, once.
-fn check_conservation(list: &List, held: Vec<Vec<u32>>) {
+/// Every slot is either held by exactly one thread or on a list, once.
+fn check_conservation(slab: &Slab, held: Vec<Vec<u32>>) {
     let mut all = HashSet::new();
-    for s in held.into_iter().flatten().chain(list.drain()) {
+    for s in held.into_iter().flatten().chain(slab.drain()) {
         assert!(all.insert(s), "slot {s} handed out twice");
     }
-    assert_eq!(all.len(), list.n as usize, "a slot was lost: {all:?}");
+    assert_eq!(all.len(), slab.n as usize, "a slot was lost: {all:?}");
 }
 
 /// Runs `f` under loom with a preemption bound of 3 and prints how many
@@ -132,108 +206,137 @@ fn model<F: Fn() + Sync + Send + 'static>(f: F) {
 }
 
 #[test]
-#[cfg_attr(smalloc_no_push_counter, should_panic)]
-fn two_threads_pop_and_push_on_one_slab() {
+#[cfg_attr(smalloc_no_push_counter, should_panic(expected = "handed out twice"))]
+fn two_threads_pop_and_push_on_the_shared_list() {
     model(|| {
-        let list = List::new(3);
-        let l2 = list.clone();
+        let slab = Slab::new(3);
+        let s2 = slab.clone();
         let t = thread::spawn(move || {
-            let a = l2.pop().unwrap();
-            l2.push(a);
-            let b = l2.pop().unwrap();
+            let a = s2.pop_shared().unwrap();
+            s2.push_shared(a);
+            let b = s2.pop_shared().unwrap();
             vec![b]
         });
-        let x = list.pop().unwrap();
-        let y = list.pop();
-        list.push(x);
+        let x = slab.pop_shared().unwrap();
+        let y = slab.pop_shared();
+        slab.push_shared(x);
         let mine: Vec<u32> = y.into_iter().collect();
         let theirs = t.join().unwrap();
-        check_conservation(&list, vec![mine, theirs]);
+        check_conservation(&slab, vec![mine, theirs]);
     });
 }
 
+/// The ABA sequence: the list is A -> B -> C. Thread 1 pops (it may be
+/// preempted between reading head A with next B and its compare-and-swap);
+/// thread 2 pops A, pops B and pushes A back. Without the push counter
+/// thread 1's CAS would succeed and install B, which thread 2 owns: B
+/// handed out twice.
 #[test]
-fn three_threads_mixing_pops_and_pushes() {
-    model(|| {
-        let list = List::new(4);
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let l = list.clone();
-                thread::spawn(move || {
-                    let a = l.pop();
-                    if let Some(a) = a {
-                        l.push(a);
-                    }
-                    l.pop().into_iter().collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mine = list.pop().into_iter().collect();
-        let mut held = vec![mine];
-        for h in hs {
-            held.push(h.join().unwrap());
-        }
-        check_conservation(&list, held);
-    });
-}
-
-/// The ABA sequence: the list is A -> B -> C (all previously freed, so their
-/// links are real). Thread 1 pops (it may be preempted between reading head
-/// A with next B and its compare-and-swap); thread 2 pops A, pops B and
-/// pushes A back. Without the push counter thread 1's CAS would succeed and
-/// install B, which thread 2 owns: B handed out twice.
-#[test]
-#[cfg_attr(smalloc_no_push_counter, should_panic)]
+#[cfg_attr(smalloc_no_push_counter, should_panic(expected = "handed out twice"))]
 fn aba_is_prevented_by_the_push_counter() {
     model(|| {
-        let list = List::new(3);
-        // Make A=0 -> B=1 -> C=2 a list of used slots.
-        let all = list.drain();
-        for &s in all.iter().rev() {
-            list.push(s);
-        }
-        let l1 = list.clone();
-        let t1 = thread::spawn(move || l1.pop().into_iter().collect::<Vec<_>>());
-        let a = list.pop().unwrap();
-        let b = list.pop();
-        list.push(a);
+        let slab = Slab::new(3);
+        let s1 = slab.clone();
+        let t1 = thread::spawn(move || s1.pop_shared().into_iter().collect::<Vec<_>>());
+        let a = slab.pop_shared().unwrap();
+        let b = slab.pop_shared();
+        slab.push_shared(a);
         let t1_held = t1.join().unwrap();
-        check_conservation(&list, vec![t1_held, b.into_iter().collect()]);
+        check_conservation(&slab, vec![t1_held, b.into_iter().collect()]);
     });
 }
 
-/// Failover across slabs: two lists (slabs); a thread finding its own slab
-/// empty takes from the other, while another thread frees into both.
+/// The owner allocates and frees on its private list and takes the shared
+/// list whole, while another thread frees slots onto the shared list and a
+/// third pops from it (a thread that owns no slab).
 #[test]
-fn failover_across_slabs() {
+fn owner_takes_the_shared_list_while_others_push_and_pop() {
     model(|| {
-        let slabs = [List::new(1), List::new(2)];
-        let s0 = slabs[0].clone();
-        let s1 = slabs[1].clone();
-        // Empty slab 0 up front.
-        let only = s0.pop().unwrap();
-        let t = thread::spawn(move || {
-            // Thread on slab 0: empty, fail over to slab 1.
-            let got = s0.pop().or_else(|| s1.pop());
-            (got, s0, s1)
+        let slab = Slab::new(3);
+        assert!(slab.claim());
+        // The remote thread holds one slot, taken before the race.
+        let remote = slab.pop_shared().unwrap();
+        let (s1, s2) = (slab.clone(), slab.clone());
+        let freer = thread::spawn(move || {
+            s1.push_shared(remote);
+            Vec::new()
         });
-        // Meanwhile free slab 0's slot back.
-        slabs[0].push(only);
-        let (got, s0, s1) = t.join().unwrap();
-        let got = got.expect("slab 1 had slots");
-        // `got` came from slab 0 or slab 1; account per slab.
-        let (mut h0, mut h1) = (vec![], vec![]);
-        let from_0 = s0.drain();
-        if from_0.is_empty() {
-            h0.push(got)
+        let popper = thread::spawn(move || s2.pop_shared().into_iter().collect::<Vec<_>>());
+        let a = slab.alloc_owned();
+        let b = slab.alloc_owned();
+        if let Some(a) = a {
+            slab.free_owned(a);
+        }
+        let c = slab.alloc_owned();
+        slab.release();
+        let mine: Vec<u32> = b.into_iter().chain(c).collect();
+        let held = vec![mine, freer.join().unwrap(), popper.join().unwrap()];
+        check_conservation(&slab, held);
+    });
+}
+
+/// The owner frees onto its private list and exits (releases) while another
+/// thread frees onto the shared list; the next owner claims the slab and
+/// inherits both lists.
+#[test]
+#[cfg_attr(
+    smalloc_no_ownership_check,
+    should_panic(expected = "handed out twice")
+)]
+fn the_next_owner_inherits_the_private_list() {
+    model(|| {
+        let slab = Slab::new(3);
+        // The first owner holds two slots, the remote thread one.
+        assert!(slab.claim());
+        let a = slab.alloc_owned().unwrap();
+        let b = slab.alloc_owned().unwrap();
+        let remote = slab.alloc_owned().unwrap();
+        let (s1, s2) = (slab.clone(), slab.clone());
+        let first = thread::spawn(move || {
+            s1.free_owned(a);
+            s1.free_owned(b);
+            s1.release();
+        });
+        let freer = thread::spawn(move || s2.push_shared(remote));
+        // The next owner: waits for the claim, then takes two slots.
+        slab.claim_wait();
+        let x = slab.alloc_owned();
+        let y = slab.alloc_owned();
+        slab.release();
+        first.join().unwrap();
+        freer.join().unwrap();
+        check_conservation(&slab, vec![x.into_iter().chain(y).collect()]);
+    });
+}
+
+/// A thread that owns no slab takes a slot of the private list of a slab
+/// whose owner just left, under a short claim, while a new owner claims the
+/// slab and allocates.
+#[test]
+#[cfg_attr(
+    smalloc_no_ownership_check,
+    should_panic(expected = "handed out twice")
+)]
+fn a_non_owner_borrows_from_an_unowned_slab() {
+    model(|| {
+        let slab = Slab::new(2);
+        // Both slots on the private list, nobody owns the slab.
+        assert!(slab.claim());
+        let a = slab.alloc_owned().unwrap();
+        let b = slab.alloc_owned().unwrap();
+        slab.free_owned(a);
+        slab.free_owned(b);
+        slab.release();
+        let s1 = slab.clone();
+        let borrower = thread::spawn(move || s1.borrow_private().into_iter().collect::<Vec<_>>());
+        let mine = if slab.claim() {
+            let got = slab.alloc_owned();
+            slab.release();
+            got.into_iter().collect()
         } else {
-            h1.push(got)
-        }
-        let mut all0: HashSet<u32> = from_0.into_iter().collect();
-        for s in h0 {
-            assert!(all0.insert(s));
-        }
-        assert_eq!(all0.len(), 1);
-        check_conservation(&s1, vec![h1]);
+            Vec::new()
+        };
+        let theirs = borrower.join().unwrap();
+        check_conservation(&slab, vec![mine, theirs]);
     });
 }

@@ -140,7 +140,7 @@ pub struct Report {
     pub lists: u64,
     pub handed_out: u64,
     pub bytes: u64,
-    pub frees: u64,
+    pub shared_frees: u64,
 }
 
 /// Parses the report lines of a `SMALLOC_REPORT` file.
@@ -158,9 +158,9 @@ pub fn read_reports(path: &Path) -> Vec<Report> {
             };
             Some(Report {
                 lists: field(" lists=")?,
-                handed_out: field(" handed_out>=")?,
-                bytes: field(" bytes>=")?,
-                frees: field(" frees=")?,
+                handed_out: field(" handed_out=")?,
+                bytes: field(" bytes=")?,
+                shared_frees: field(" shared_frees=")?,
             })
         })
         .collect()

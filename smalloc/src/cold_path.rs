@@ -1,0 +1,498 @@
+//! The cold paths behind the hot ones in [`slots`](crate::slots): an
+//! owner's private list running dry, threads that own no slab, large slots,
+//! frees onto shared lists, new memory, and failover.
+//!
+//! Where a slot comes from, in order:
+//!
+//! 1. an owner: its private list (the hot path); the slab's shared list,
+//!    taken whole; its fresh run of never-used slots. A thread without a
+//!    slab of its own (more live threads than slabs) first claims any slab
+//!    nobody owns; otherwise it pops from its slab's shared list, one slot
+//!    at a time. Large slots (64 KiB and more) always take the shared path.
+//! 2. Before touching new memory (a never-used step of
+//!    [`NEW_MEMORY_STEP`](layout::NEW_MEMORY_STEP) bytes; every never-used
+//!    large slot): freed slots of `sc` on the other slabs threads have used,
+//!    slabs nobody owns first (see [`find_freed`]).
+//! 3. The never-used tail: an owner claims a whole step into its fresh run,
+//!    other threads one slot.
+//! 4. Failover, when the slab's region of `sc` is used up or contended:
+//!    the other slabs, then the larger size classes.
+
+use core::sync::atomic::Ordering;
+
+use crate::diag::{self, Event};
+use crate::free_list::{self, LinkStore, Pop};
+use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
+use crate::slots::{RegionLinks, flh, fresh_run, link_cell, private_head, tail};
+use crate::thread_slab::{self, is_owner};
+use crate::{ownership, private_list, region, release, slab_occupancy, sys};
+
+/// A slot as the allocation functions return it: its address and whether it
+/// was never handed out before.
+type Got = (*mut u8, bool);
+
+/// The slot named by `link` in (slab, size class).
+#[inline]
+fn slot(slab_addr: usize, sc: u32, link: u32, fresh: bool) -> Got {
+    let region = layout::region_addr(slab_addr, sc);
+    (sys::ptr_at(layout::slot_of_link(region, link)), fresh)
+}
+
+/// Never-used slot `n` of (slab, size class).
+#[inline]
+fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
+    slot(slab_addr, sc, layout::link_of_slot(sc, n), true)
+}
+
+/// [`slots::alloc_small`](crate::slots::alloc_small) after the hot path
+/// found nothing: the thread owns no slab, or its private list is empty.
+#[cold]
+#[inline(never)]
+pub fn alloc_small(sc: u32) -> Got {
+    let owned = thread_slab::owned();
+    if is_owner(owned) {
+        return owner_refill(thread_slab::owned_slab(owned), sc);
+    }
+    let current = thread_slab::current();
+    if current == 0 {
+        return alloc_first(sc);
+    }
+    let addr = thread_slab::slab_addr(current);
+    let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
+    if thread_slab::may_own(current) {
+        if let Some(owned) = claim_any(base, slab) {
+            return owner_refill(owned, sc);
+        }
+    }
+    shared_alloc(base, slab, sc)
+}
+
+/// A slot of a large size class (64 KiB to 2 GiB). Large slots are always
+/// freed onto the shared lists, so every thread allocates them there.
+#[inline(never)]
+pub fn alloc_large(sc: u32) -> Got {
+    debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    let current = thread_slab::current();
+    if current == 0 {
+        return alloc_first(sc);
+    }
+    let addr = thread_slab::slab_addr(current);
+    shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc)
+}
+
+/// The first allocation of this thread (and maybe of the process): reserve
+/// if needed, take a place, then allocate.
+#[cold]
+#[inline(never)]
+fn alloc_first(sc: u32) -> Got {
+    diag::count(Event::FirstAlloc);
+    let base = region::base_raw();
+    let base = if region::is_ready(base) {
+        base
+    } else {
+        match region::init() {
+            Some(base) => base,
+            None => return (core::ptr::null_mut(), false),
+        }
+    };
+    thread_slab::assign(base);
+    crate::slots::alloc(sc)
+}
+
+/// A thread that owns no slab (but may) claims one that nobody owns, its
+/// current slab first. Returns the new owned slab's address.
+fn claim_any(base: usize, current: usize) -> Option<usize> {
+    let unowned = ownership::unowned();
+    if unowned == 0 {
+        return None;
+    }
+    let first = if unowned & (1 << current) != 0 {
+        current
+    } else {
+        unowned.trailing_zeros() as usize
+    };
+    let candidates = core::iter::once(first).chain(slabs_in(unowned & !(1 << first)));
+    for s in candidates {
+        if ownership::claim(s) {
+            thread_slab::become_owner(base, s);
+            return Some(layout::slab_addr(base, s));
+        }
+    }
+    None
+}
+
+/// The owner of the slab at `slab_addr` found its private list of `sc`
+/// empty.
+#[cold]
+#[inline(never)]
+fn owner_refill(slab_addr: usize, sc: u32) -> Got {
+    if let Some(got) = owner_take(slab_addr, sc) {
+        return got;
+    }
+    let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));
+    if let Some(got) = find_freed(base, slab, sc) {
+        return got;
+    }
+    owner_claim_step(slab_addr, sc).unwrap_or_else(|| failover(base, slab, sc))
+}
+
+/// What the owner of the slab at `slab_addr` has for `sc` without touching
+/// new memory: its private list, the shared list (taken whole), its fresh
+/// run.
+fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
+    debug_assert!(sc < LARGE_SC);
+    let block = layout::private_block(slab_addr);
+    let head = private_head(block, sc);
+    let links = RegionLinks {
+        region: layout::region_addr(slab_addr, sc),
+    };
+    // SAFETY: the caller owns the slab; the links are its region's.
+    if let Some(link) = unsafe { private_list::pop(head, &links) } {
+        return Some(slot(slab_addr, sc, link, false));
+    }
+    let flh = flh(slab_addr, sc);
+    // Relaxed: a hint; `take_all` and `pop` synchronize.
+    if flh.load(Ordering::Relaxed) as u32 != 0 {
+        if slab_occupancy::shared(layout::slab_of(slab_addr)) {
+            // Threads without a slab of their own live here and allocate
+            // from this list too: take one slot, not their supply.
+            if let Pop::Slot(link) = free_list::pop(flh, &links) {
+                return Some(slot(slab_addr, sc, link, false));
+            }
+        }
+        let first = free_list::take_all(flh);
+        if first != 0 {
+            diag::count(Event::TakeShared);
+            // SAFETY: we own the chain we took; its links were released by
+            // its pushes and acquired by `take_all`.
+            let next = unsafe { links.load_link(first) };
+            private_list::HeadCell::set(head, next);
+            return Some(slot(slab_addr, sc, first, false));
+        }
+    }
+    let run = fresh_run(block, sc);
+    // Relaxed: only the owner touches the run (see private_list).
+    let r = run.load(Ordering::Relaxed);
+    let (next, end) = (r as u32, (r >> 32) as u32);
+    if next < end {
+        run.store(r + 1, Ordering::Relaxed);
+        return Some(never_used(slab_addr, sc, next));
+    }
+    None
+}
+
+/// The owner of the slab at `slab_addr` claims the next step of its
+/// never-used tail of `sc` into its fresh run and takes its first slot.
+fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Got> {
+    let (first, end) = claim_tail(slab_addr, sc, true)?;
+    diag::count(Event::NeverUsed);
+    // Relaxed: only the owner touches the run.
+    let run = fresh_run(layout::private_block(slab_addr), sc);
+    run.store(
+        u64::from(first + 1) | u64::from(end) << 32,
+        Ordering::Relaxed,
+    );
+    Some(never_used(slab_addr, sc, first))
+}
+
+/// Never-used slots of size class `sc` in one new-memory step.
+#[inline]
+fn step_slots(sc: u32) -> u32 {
+    ((layout::NEW_MEMORY_STEP >> sc) as u32).max(1)
+}
+
+/// Claims never-used slots of (slab, size class) from its tail: a new-memory
+/// step's worth (`step`), or one. Returns the first
+/// slot number claimed and the end of the claim; `None` when the region is
+/// used up.
+fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
+    let n = layout::num_slots(sc);
+    let tail = tail(slab_addr, sc);
+    // Relaxed throughout: the tail hands out numbers of slots nobody ever
+    // wrote; no data is published with it.
+    let mut t = tail.load(Ordering::Relaxed);
+    loop {
+        if t >= n {
+            return None;
+        }
+        // A step is a step's worth of slots from wherever the tail is, not
+        // up to the next boundary: a thread sharing the slab, which claims
+        // single slots and looks elsewhere first when one starts a step,
+        // then does so once per step of its own claims.
+        let end = t
+            .saturating_add(if step { step_slots(sc) } else { 1 })
+            .min(n);
+        match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Some((t, end)),
+            Err(now) => t = now,
+        }
+    }
+}
+
+/// Retries at home after collisions with pushes, before failing over.
+///
+/// Measured with `bench/preload` xmalloc-test at 2 threads (before slabs had
+/// owners; see docs/decisions.md): two retries kept a producer off the
+/// other slabs without tying it to the consumer's cache line.
+const PUSH_COLLISION_RETRIES: u32 = 2;
+
+/// A slot of `sc` from the shared list of (slab, size class), for threads
+/// that do not own the slab and for large slots.
+fn shared_alloc(base: usize, slab: usize, sc: u32) -> Got {
+    let addr = layout::slab_addr(base, slab);
+    let links = RegionLinks {
+        region: layout::region_addr(addr, sc),
+    };
+    let mut retries = 0;
+    loop {
+        match free_list::pop(flh(addr, sc), &links) {
+            Pop::Slot(link) => return slot(addr, sc, link, false),
+            Pop::Empty => return shared_never_used(base, slab, sc),
+            // Another thread's push succeeded: progress (lock-free); retry.
+            p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => {
+                diag::count(Event::PushRetry);
+                retries += 1;
+            }
+            Pop::Collision { .. } => {
+                diag::count(Event::Contended);
+                return failover(base, slab, sc);
+            }
+        }
+    }
+}
+
+/// [`shared_alloc`] found the shared list empty: one never-used slot, after
+/// looking for freed slots elsewhere when it starts a new step.
+fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
+    let addr = layout::slab_addr(base, slab);
+    // Relaxed: a hint; `claim_tail` decides.
+    let t = tail(addr, sc).load(Ordering::Relaxed);
+    if t < layout::num_slots(sc) && t % step_slots(sc) == 0 {
+        if let Some(got) = find_freed(base, slab, sc) {
+            return got;
+        }
+    }
+    match claim_tail(addr, sc, false) {
+        Some((n, _)) => {
+            diag::count(Event::NeverUsed);
+            never_used(addr, sc, n)
+        }
+        None => failover(base, slab, sc),
+    }
+}
+
+/// The thread is about to touch new memory of (slab, size class). Before
+/// that, look for freed slots, whose memory is likely resident: in the same
+/// size class on the other slabs that threads have used, then, for large
+/// slots, up to [`BORROW_UP`] size classes larger.
+///
+/// Slabs nobody owns come first: their freed slots (on their shared lists,
+/// and for small slots on their private lists too) are nobody's working
+/// set. A thread that may own a slab moves there, owning it, when it has
+/// freed small slots; otherwise small slots found there move the thread,
+/// and large ones are only borrowed. From a slab that a live thread owns
+/// only single slots of its shared list are borrowed. Why, measured:
+/// docs/decisions.md ("Reusing freed slots before new memory").
+#[cold]
+#[inline(never)]
+fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
+    let t = diag::ticks();
+    let got = find_freed_inner(base, slab, sc);
+    diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
+    got
+}
+
+/// The body of [`find_freed`].
+#[inline(always)]
+fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
+    diag::count(Event::NewMemory);
+    let others = slab_occupancy::ever_used() & !(1 << slab);
+    let unowned = others & ownership::unowned();
+    let small = sc < LARGE_SC;
+    for s in slabs_in(unowned) {
+        let addr = layout::slab_addr(base, s);
+        if small
+            && thread_slab::may_own(thread_slab::current())
+            && has_freed(addr, sc)
+            && ownership::claim(s)
+        {
+            diag::count(Event::FreedUnowned);
+            thread_slab::become_owner(base, s);
+            let got = owner_take(addr, sc).or_else(|| owner_claim_step(addr, sc));
+            return Some(got.unwrap_or_else(|| failover(base, s, sc)));
+        }
+        if let Some(got) = try_shared(addr, sc) {
+            diag::count(Event::FreedUnowned);
+            if small && !is_owner(thread_slab::owned()) {
+                thread_slab::move_to(base, s);
+            }
+            return Some(got);
+        }
+    }
+    for s in slabs_in(others & !unowned) {
+        if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
+            diag::count(Event::FreedOwned);
+            if small && !is_owner(thread_slab::owned()) {
+                thread_slab::move_to(base, s);
+            }
+            return Some(got);
+        }
+    }
+    if !small {
+        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
+            for s in core::iter::once(slab).chain(slabs_in(others)) {
+                if let Some(got) = try_shared(layout::slab_addr(base, s), up) {
+                    diag::count(Event::FreedLarger);
+                    return Some(got);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A large request whose own list holds no freed slot takes a freed slot of
+/// up to this many size classes larger, if one is there, before it touches
+/// a never-used slot.
+const BORROW_UP: u32 = 2;
+
+/// Whether (slab, size class) seems to hold freed slots, on its shared list
+/// or its private list.
+fn has_freed(slab_addr: usize, sc: u32) -> bool {
+    // Relaxed: hints; whoever then takes a slot synchronizes.
+    flh(slab_addr, sc).load(Ordering::Relaxed) as u32 != 0
+        || private_head(layout::private_block(slab_addr), sc).load(Ordering::Relaxed) != 0
+}
+
+/// The slabs in the bit set `set`, lowest first.
+fn slabs_in(mut set: usize) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        let s = (set != 0).then(|| set.trailing_zeros() as usize)?;
+        set &= set - 1;
+        Some(s)
+    })
+}
+
+/// One pop from the shared list of (slab, size class) if it seems to hold
+/// a slot.
+fn try_shared(slab_addr: usize, sc: u32) -> Option<Got> {
+    let flh = flh(slab_addr, sc);
+    // Relaxed: a hint; the pop that may follow does its own synchronization.
+    if flh.load(Ordering::Relaxed) as u32 == 0 {
+        return None;
+    }
+    let links = RegionLinks {
+        region: layout::region_addr(slab_addr, sc),
+    };
+    match free_list::pop(flh, &links) {
+        Pop::Slot(link) => Some(slot(slab_addr, sc, link, false)),
+        _ => None,
+    }
+}
+
+/// One slot of (slab, size class) from any of its lists or its tail, for a
+/// thread that does not own the slab: the shared list, then, if nobody owns
+/// the slab, its private list (under a short claim), then one never-used
+/// slot. `None` with `collided` set when a pop collided.
+fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Got> {
+    let addr = layout::slab_addr(base, s);
+    let links = RegionLinks {
+        region: layout::region_addr(addr, sc),
+    };
+    match free_list::pop(flh(addr, sc), &links) {
+        Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
+        Pop::Collision { .. } => *collided = true,
+        Pop::Empty => {}
+    }
+    let head = private_head(layout::private_block(addr), sc);
+    if sc < LARGE_SC
+        && ownership::unowned() & (1 << s) != 0
+        && private_list::HeadCell::get(head) != 0
+        && ownership::claim(s)
+    {
+        // SAFETY: we own the slab until the release below.
+        let link = unsafe { private_list::pop(head, &links) };
+        ownership::release(s);
+        if let Some(link) = link {
+            return Some(slot(addr, sc, link, false));
+        }
+    }
+    claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
+}
+
+/// The thread's slab was used up or contended for `sc`: try the other
+/// slabs, then the larger size classes. A thread that owns no slab moves to
+/// where it succeeded; an owner keeps its slab.
+#[cold]
+#[inline(never)]
+fn failover(base: usize, slab: usize, sc: u32) -> Got {
+    diag::count(Event::Failover);
+    let owned = thread_slab::owned();
+    let owned_slab = is_owner(owned).then(|| thread_slab::owned_slab(owned));
+    // On the first pass over `sc`, try the thread's own slab last: it just
+    // failed.
+    let mut first = slab + 1;
+    for want in sc..=MAX_SC {
+        loop {
+            let mut collided = false;
+            for i in 0..NUM_SLABS {
+                let s = (first + i) % NUM_SLABS;
+                let addr = layout::slab_addr(base, s);
+                let got = if Some(addr) == owned_slab && want < LARGE_SC {
+                    owner_take(addr, want).or_else(|| owner_claim_step(addr, want))
+                } else {
+                    take_any(base, s, want, &mut collided)
+                };
+                if let Some(got) = got {
+                    if want != sc {
+                        diag::count(Event::FailoverLarger);
+                    }
+                    if owned_slab.is_none() && s != slab {
+                        thread_slab::move_to(base, s);
+                    }
+                    return got;
+                }
+            }
+            // A slab that collided may still hold slots: another round. Each
+            // collision means another thread's operation succeeded, so this
+            // terminates (lock-free).
+            if !collided {
+                break;
+            }
+            first = slab;
+        }
+        first = slab;
+    }
+    (core::ptr::null_mut(), false)
+}
+
+/// [`slots::dealloc`](crate::slots::dealloc) of a slot that is not a small
+/// slot of the thread's owned slab: onto its slab's shared list. From
+/// [`release::RELEASE_SC`] on, its pages go back to the kernel first.
+///
+/// # Safety
+/// `p` is the start of a slot handed out by the allocator and not freed
+/// since.
+#[inline(never)]
+pub unsafe fn dealloc(p: *mut u8) {
+    let addr = p.addr();
+    let sc = layout::sc_of(addr);
+    debug_assert!(
+        (layout::MIN_SC..=MAX_SC).contains(&sc),
+        "not a slot: {addr:#x}"
+    );
+    debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    // SAFETY: the caller owns the slot, which belongs to this flh's region;
+    // its first four bytes (slots are at least 4 bytes, naturally aligned)
+    // are its link cell while it is free, always accessed atomically.
+    unsafe {
+        if layout::is_large(addr) {
+            release::before_push(addr, sc);
+        }
+        free_list::push(
+            flh(layout::slab_addr_of(addr), sc),
+            link_cell(addr),
+            layout::link_of(addr),
+        );
+    }
+}
