@@ -117,21 +117,30 @@ pub const PRIVATE_OFFSET: usize = 1 << SC_SHIFT;
 /// heads without first testing that the request is small. Only the heads of
 /// the small size classes are ever set.
 pub const PRIVATE_HEADS: usize = usize::BITS as usize;
+/// Offset of the private list heads from the private block's address. Not
+/// a round number: the heads are touched on every allocation and free, and
+/// at offset 0 they would share an L1 cache set and linear-address tag with
+/// the first slots of every region (all 16 GiB-aligned), which x86 cores
+/// with a linear-address way predictor (AMD's utags) cannot keep in L1
+/// together: measured 4x slower loops over such a slot (docs/decisions.md,
+/// "Where the private tables sit"). In the hot paths it is a displacement.
+pub const HEADS_OFFSET: usize = 0x6_b3c0 % (1 << REGION_BITS);
 /// Offset of the region table (one `u64` per size class: the address that
 /// link 0 would name in the slab's region of that class, 4 bytes below the
 /// region, so that a slot is one `lea` from its link) from the private
 /// block.
-pub const REGIONS_OFFSET: usize = 4 * PRIVATE_HEADS;
+pub const REGIONS_OFFSET: usize = HEADS_OFFSET + 4 * PRIVATE_HEADS;
 /// Offset of the fresh runs (one `u64` per size class) from the private
 /// block.
 pub const FRESH_OFFSET: usize = REGIONS_OFFSET + 8 * NUM_SCS;
-/// Bytes of a private block.
-pub const PRIVATE_BLOCK_SIZE: usize = FRESH_OFFSET + 8 * NUM_SCS;
+/// Bytes of a private block from its first table on.
+pub const PRIVATE_TABLES_SIZE: usize = FRESH_OFFSET + 8 * NUM_SCS - HEADS_OFFSET;
 /// Offset, from its slab's address, of the slab's shared lines: one cache
 /// line per size class holding its flh and its never-used tail, in the
 /// region of size class 0 (which holds no slots either), away from the
-/// private block, so remote frees never touch the owner's lines.
-pub const SHARED_OFFSET: usize = 4096;
+/// private block, so remote frees never touch the owner's lines. Not a
+/// round number, for the reason given at [`HEADS_OFFSET`].
+pub const SHARED_OFFSET: usize = 0x9_2d40 % (1 << REGION_BITS);
 /// Distance between two shared lines of one slab: one cache line each.
 pub const SHARED_STRIDE_SHIFT: u32 = 6;
 /// Offset of the never-used tail word within a shared line.
@@ -143,7 +152,7 @@ const _: () = assert!(
 );
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
 const _: () = assert!(SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT) <= 1 << REGION_BITS);
-const _: () = assert!(PRIVATE_BLOCK_SIZE <= 1 << REGION_BITS && MIN_SC > 1);
+const _: () = assert!(HEADS_OFFSET + PRIVATE_TABLES_SIZE <= 1 << REGION_BITS && MIN_SC > 1);
 const _: () = assert!(TOTAL_BITS < usize::BITS);
 
 /// Number of slots of size class `sc` in one slab.
@@ -228,7 +237,7 @@ pub const fn private_index_of(size: usize, align: usize) -> usize {
 /// `index` in the private block at `block`.
 #[inline(always)]
 pub const fn private_head_addr(block: usize, index: usize) -> usize {
-    block + 4 * index
+    block + HEADS_OFFSET + 4 * index
 }
 
 /// Address of the region table entry of private index `index` in the

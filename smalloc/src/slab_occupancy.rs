@@ -70,22 +70,30 @@ pub fn take() -> usize {
 #[inline]
 pub fn shared(slab: usize) -> bool {
     // Relaxed: a hint.
-    LIVE[slab].load(Ordering::Relaxed) > 1
+    live(slab).load(Ordering::Relaxed) > 1
+}
+
+/// The count of `slab` (a slab number; reduced modulo the slab count so
+/// that no bounds check, and no panic, is on any allocation path).
+#[inline]
+fn live(slab: usize) -> &'static AtomicUsize {
+    debug_assert!(slab < NUM_SLABS);
+    &LIVE[slab % NUM_SLABS]
 }
 
 /// A thread moved from slab `from` to slab `to`.
 pub fn moved(from: usize, to: usize) {
     if from != to {
         // Relaxed: a placement hint (see `take`).
-        LIVE[to].fetch_add(1, Ordering::Relaxed);
-        LIVE[from].fetch_sub(1, Ordering::Relaxed);
+        live(to).fetch_add(1, Ordering::Relaxed);
+        live(from).fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// A thread that lived on `slab` ended.
 pub fn left(slab: usize) {
     // Relaxed: a placement hint (see `take`).
-    LIVE[slab].fetch_sub(1, Ordering::Relaxed);
+    live(slab).fetch_sub(1, Ordering::Relaxed);
 }
 
 /// In a `fork` child, where only the forking thread exists: it lives on

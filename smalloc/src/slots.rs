@@ -67,7 +67,7 @@ pub(crate) fn private_head(block: usize, sc: u32) -> &'static AtomicU32 {
 fn head_at(block: usize, index: usize) -> &'static AtomicU32 {
     // SAFETY: inside a slab's private block (in its size-class-1 region,
     // which holds no slots, in the never-unmapped reservation) or inside
-    // EMPTY_BLOCK; 4-byte aligned; always accessed atomically.
+    // EMPTY_TABLES; 4-byte aligned; always accessed atomically.
     unsafe { &*sys::ptr_at::<AtomicU32>(layout::private_head_addr(block, index)) }
 }
 
@@ -81,15 +81,16 @@ pub(crate) fn fresh_run(block: usize, sc: u32) -> &'static AtomicU64 {
     unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
 }
 
-/// A private block that is always empty. A thread that owns no slab has
-/// its alloc word point here, so the hot path of allocation finds an empty
-/// list without first testing whether the thread owns a slab. Never written.
+/// The tables of a private block that is always empty. A thread that owns
+/// no slab has its alloc word point [`layout::HEADS_OFFSET`] bytes below
+/// here, so the hot path of allocation finds an empty list without first
+/// testing whether the thread owns a slab. Never written.
 #[repr(C, align(64))]
-pub(crate) struct EmptyBlock([AtomicU64; layout::PRIVATE_BLOCK_SIZE / 8]);
+pub(crate) struct EmptyTables([AtomicU64; layout::PRIVATE_TABLES_SIZE / 8]);
 
-/// The one [`EmptyBlock`].
-pub(crate) static EMPTY_BLOCK: EmptyBlock =
-    EmptyBlock([const { AtomicU64::new(0) }; layout::PRIVATE_BLOCK_SIZE / 8]);
+/// The one [`EmptyTables`].
+pub(crate) static EMPTY_TABLES: EmptyTables =
+    EmptyTables([const { AtomicU64::new(0) }; layout::PRIVATE_TABLES_SIZE / 8]);
 
 /// Fills the region table of the slab at `slab_addr`, which the calling
 /// thread just came to own: for each small size class, the address link 0
@@ -160,7 +161,7 @@ pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
 /// The hot path of allocation: a slot of the size class of private index
 /// `index` ([`layout::private_index_of`]) from the private list of the slab
 /// the thread owns. `None` when the thread owns no slab (its alloc word is
-/// EMPTY_BLOCK), the list is empty, or the size class is not small (its
+/// EMPTY_TABLES), the list is empty, or the size class is not small (its
 /// list is always empty): the caller then takes the cold path.
 #[inline(always)]
 pub fn alloc_hot(index: usize) -> Option<*mut u8> {
@@ -171,7 +172,7 @@ pub fn alloc_hot(index: usize) -> Option<*mut u8> {
         index,
         slot: core::cell::Cell::new(0),
     };
-    // SAFETY: the thread owns the slab (or the block is EMPTY_BLOCK, whose
+    // SAFETY: the thread owns the slab (or the block is EMPTY_TABLES, whose
     // lists are empty); the links are its region's.
     unsafe { private_list::pop(head_at(block, index), &links) }?;
     let p: *mut u8 = sys::ptr_at(links.slot.get());

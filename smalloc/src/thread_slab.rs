@@ -68,13 +68,13 @@ fn set_not_owner() {
     tls::store::<{ tls::OWNED }>(NOT_OWNER);
 }
 
-/// The address of the always-empty private block.
+/// The alloc word of a thread that owns no slab: the address of a private
+/// block whose tables are the always-empty ones.
 fn empty_block() -> usize {
-    sys::expose(
-        core::ptr::from_ref(&slots::EMPTY_BLOCK)
-            .cast_mut()
-            .cast::<u8>(),
-    )
+    let tables = core::ptr::from_ref(&slots::EMPTY_TABLES)
+        .cast_mut()
+        .cast::<u8>();
+    sys::expose(tables) - layout::HEADS_OFFSET
 }
 
 /// The slab address of an owned word that names one.
@@ -306,11 +306,12 @@ mod tls {
         ".type __smalloc_thread_v2,@object",
         ".size __smalloc_thread_v2,24",
         "__smalloc_thread_v2:",
-        ".quad {empty}",
+        ".quad {empty} - {heads}",
         ".quad 0x8000000000000000",
         ".quad 0",
         ".popsection",
-        empty = sym crate::slots::EMPTY_BLOCK,
+        empty = sym crate::slots::EMPTY_TABLES,
+        heads = const crate::layout::HEADS_OFFSET,
     );
     const _: () = assert!(super::NOT_OWNER == 0x8000_0000_0000_0000);
 
