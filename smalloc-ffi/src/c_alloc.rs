@@ -12,7 +12,7 @@
 use core::ffi::{c_int, c_void};
 use core::ptr;
 
-use smalloc_core::raw;
+use smalloc_core::{grow, raw};
 
 use crate::{big, errno, next};
 
@@ -141,7 +141,9 @@ unsafe fn free_other(p: *mut c_void) {
 /// `realloc`, with glibc's edge cases: `realloc(NULL, n)` is `malloc(n)`;
 /// `realloc(p, 0)` frees `p` and returns null. A slot that still holds
 /// `size` bytes is kept (growing or shrinking); otherwise the contents move
-/// to a slot chosen by the core's "growers" policy (or a big allocation).
+/// to a slot chosen by the core's growth policy (`smalloc_core::grow`: the
+/// "growers", and 2 MiB for a block doubling past 64 KiB) or a big
+/// allocation.
 /// On failure: null, `ENOMEM`, `p` untouched.
 ///
 /// # Safety
@@ -180,9 +182,14 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
     let old = raw::slot_size(p.cast());
     if size <= old {
         // Shrinking to an eighth or less of a slot of 1 MiB or more: move to
-        // a slot of the new size, keeping the first `size` bytes.
+        // a slot of the new size, keeping the first `size` bytes. Unless
+        // the block may be a doubling array that growth put in a 2 MiB slot
+        // (we cannot tell its growth from shrinking): it stays.
         debug_assert!(raw::shrink_leaves_slot(old, size));
         debug_assert!(raw::moves_on_shrink(old.trailing_zeros(), sc));
+        if grow::c_keeps_doubling_block(old, size) {
+            return p;
+        }
         let q: *mut c_void = raw::alloc_slot(sc).0.cast();
         if q.is_null() {
             // No smaller slot to be had: the block fits where it is.
@@ -196,7 +203,8 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
         return q;
     }
     let q: *mut c_void = if sc <= raw::MAX_SC {
-        raw::alloc_slot(raw::grower_sc(sc)).0.cast()
+        // The old block is the whole old slot, as far as we know.
+        raw::alloc_slot(grow::target_sc(old, size, sc)).0.cast()
     } else {
         big::alloc(size, MIN_ALIGN)
     };

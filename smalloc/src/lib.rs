@@ -32,6 +32,7 @@ mod big;
 mod cold_path;
 pub mod diag;
 pub mod free_list;
+pub mod grow;
 pub mod layout;
 pub mod ownership;
 pub mod private_list;
@@ -134,14 +135,19 @@ unsafe impl GlobalAlloc for Smalloc {
             // The slot may be larger than the layout asked for (growers,
             // failover to a larger size class): stay while it fits, unless
             // the block shrinks to an eighth of a slot of 1 MiB or more.
+            // Growing never leaves a slot that fits (a doubling block in a
+            // 2 MiB slot grows there from 128 KiB on, see `grow`).
             let cur_sc = layout::sc_of(p.addr());
-            if new_sc <= cur_sc && !layout::moves_on_shrink(cur_sc, new_sc) {
+            if new_sc <= cur_sc
+                && (new_size >= old_size || !layout::moves_on_shrink(cur_sc, new_sc))
+            {
                 return p;
             }
             let (q, keep) = if new_sc > MAX_SC {
                 (big::alloc(new_size, align), old_size)
             } else if new_sc > cur_sc {
-                (slots::alloc(layout::grower_sc(new_sc)).0, old_size)
+                let sc = grow::target_sc(old_size, new_size, new_sc);
+                (slots::alloc(sc).0, old_size)
             } else {
                 // Shrinking: the smaller slot holds exactly what is kept.
                 (slots::alloc(new_sc).0, new_size)

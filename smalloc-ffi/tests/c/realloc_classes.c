@@ -4,6 +4,36 @@
 
 #include <malloc.h>
 
+/* The number of mappings in /proc/self/maps that start inside smalloc's
+ * reservation. */
+static int reservation_vmas(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long start = strtoul(line, NULL, 16);
+        if (smalloc_owned((void *)start)) n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* fill() and check_fill() of the first and the last 256 bytes only. */
+static void fill_ends(char *p, size_t n, unsigned tag) {
+    if (n <= 512) {
+        fill(p, n, tag);
+        return;
+    }
+    fill(p, 256, tag);
+    fill(p + n - 256, 256, tag + 1);
+}
+
+static bool check_ends(const char *p, size_t n, unsigned tag) {
+    if (n <= 512) return check_fill(p, n, tag);
+    return check_fill(p, 256, tag) && check_fill(p + n - 256, 256, tag + 1);
+}
+
 int main(void) {
     /* Grow byte by byte through the small classes, then by doubling up to
      * 64 MiB, checking the whole old content after each move. */
@@ -53,7 +83,8 @@ int main(void) {
     free(p);
 
     /* Growers: a moved block lands in the smallest of 64 B, 128 B, 4 KiB,
-     * 16 KiB, 64 KiB, 256 KiB, 2 MiB that fits, else its own class. */
+     * 16 KiB, 64 KiB, 256 KiB, 2 MiB that fits, else its own class (none of
+     * these doubles its slot exactly, see below). */
     struct { size_t from, to, usable; } g[] = {
         {8, 40, 64},          {8, 100, 128},          {100, 200, 4096},
         {100, 4096, 4096},    {5000, 9000, 16384},    {16384, 20000, 65536},
@@ -65,12 +96,102 @@ int main(void) {
         fill(p, g[i].from, (unsigned)i);
         char *q = realloc(p, g[i].to);
         CHECK(q != NULL && check_fill(q, g[i].from, (unsigned)i));
-        if (malloc_usable_size(q) != g[i].usable) {
+        /* From 64 KiB on, a freed slot of up to two size classes larger
+         * may serve the request (found before new memory is touched). */
+        size_t got = malloc_usable_size(q);
+        if (got != g[i].usable &&
+            !(g[i].usable >= 65536 && got > g[i].usable && got <= 4 * g[i].usable)) {
             fprintf(stderr, "realloc %zu -> %zu: usable %zu, want %zu\n", g[i].from, g[i].to,
                     malloc_usable_size(q), g[i].usable);
             return 1;
         }
         free(q);
+    }
+
+    /* A block that doubles past 64 KiB (C knows only the old slot: a
+     * request of exactly twice it) goes straight to a 2 MiB slot, not to
+     * 256 KiB, and grows there in place: the next powers of two stay (what
+     * a doubling array asks for), other sizes of an eighth of the slot or
+     * less still leave it. (A large request may get a freed slot of up to
+     * two size classes larger: the checks of large slots allow that, and
+     * then the jump comes from there.) */
+    {
+        size_t n = 16384;
+        p = malloc(n);
+        fill(p, n, 77);
+        int late_moves = 0;
+        while (malloc_usable_size(p) < (2u << 20)) {
+            char *q = realloc(p, 2 * n);
+            CHECK(q != NULL && check_fill(q, n, 77));
+            if (q != p && 2 * n > 65536) late_moves++;
+            p = q;
+            n *= 2;
+            fill(p, n, 77);
+            CHECK(n <= 512 * 1024);
+        }
+        CHECK(late_moves == 1 && malloc_usable_size(p) <= (8u << 20));
+        size_t jumped = n;
+        for (; n < (2u << 20); n *= 2) {
+            CHECK(realloc(p, 2 * n) == p && check_fill(p, jumped, 77));
+        }
+        char *e = realloc(p, 200000);
+        CHECK(e != NULL && e != p && check_fill(e, 131072, 77));
+        CHECK(malloc_usable_size(e) >= 262144 && malloc_usable_size(e) <= 1048576);
+        free(e);
+    }
+    /* Growth that is not an exact doubling of the slot, or does not pass
+     * 64 KiB, keeps the ladder. */
+    p = malloc(30000);
+    fill(p, 30000, 79);
+    char *d = realloc(p, 70000);
+    CHECK(d != NULL && check_fill(d, 30000, 79));
+    CHECK(malloc_usable_size(d) >= 262144 && malloc_usable_size(d) <= 1048576);
+    free(d);
+    p = malloc(30000);
+    fill(p, 30000, 80);
+    d = realloc(p, 65536);
+    CHECK(d != NULL && check_fill(d, 30000, 80));
+    CHECK(malloc_usable_size(d) >= 65536 && malloc_usable_size(d) <= 262144);
+    free(d);
+
+    /* Thousands of blocks doubled up to 4 MiB, 16 live at once, keep
+     * smalloc's reservation in as many mappings as before: realloc copies,
+     * it does not move pages (which would split the reservation into more
+     * VMAs, and the kernel limits them to vm.max_map_count). */
+    {
+        int before = reservation_vmas();
+        CHECK(before >= 1);
+        enum { L = 16 };
+        char *keep[L] = {0};
+        size_t klen[L] = {0};
+        uint64_t x = 0x2545F4914F6CDD1Dull;
+        for (int cycle = 0; cycle < 3000; cycle++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t top = (size_t)16 << (x % 19); /* 16 B .. 4 MiB */
+            size_t n = 16;
+            char *b = malloc(n);
+            fill_ends(b, n, (unsigned)cycle);
+            while (n < top) {
+                char *c = realloc(b, 2 * n);
+                CHECK(c != NULL && check_ends(c, n, (unsigned)cycle));
+                b = c;
+                n *= 2;
+                fill_ends(b, n, (unsigned)cycle);
+            }
+            int k = cycle % L;
+            if (keep[k]) {
+                CHECK(check_ends(keep[k], klen[k], (unsigned)(cycle - L)));
+                free(keep[k]);
+            }
+            keep[k] = b;
+            klen[k] = n;
+        }
+        for (int k = 0; k < L; k++) free(keep[k]);
+        int after = reservation_vmas();
+        if (after != before) {
+            fprintf(stderr, "mappings in the reservation: %d before, %d after\n", before, after);
+            return 1;
+        }
     }
 
     /* Random walk of sizes over many live blocks. */

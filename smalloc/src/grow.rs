@@ -1,0 +1,144 @@
+//! Where `realloc` moves a block that outgrows its slot, for both front
+//! ends (the `GlobalAlloc` impl and the C ABI in `smalloc-ffi`).
+//!
+//! A block that must move goes to its "growers" size class
+//! ([`grower_sc`](layout::grower_sc): the smallest of 64 B, 128 B, 4 KiB,
+//! 16 KiB, 64 KiB, 256 KiB and 2 MiB that fits, else its own class), so
+//! that a block which keeps growing is not copied at every step.
+//!
+//! A block that **doubles** to more than [`DOUBLING_JUMP_ABOVE`] (64 KiB)
+//! skips the 256 KiB rung and goes straight to a 2 MiB slot
+//! ([`DOUBLING_SC`]). Doubling is how `Vec`, `String` and most C dynamic
+//! arrays grow (a full buffer asks for twice its size), and such a block
+//! usually doubles again: from 128 KiB on it grows in place up to 2 MiB,
+//! where the ladder moved it to 256 KiB and copied it again, 256 KiB of
+//! it, at 512 KiB (63% of the bytes `bench --compare`'s `vec-grow` row
+//! copied). "Doubles" means exactly twice the old size (Rust: the old
+//! layout's size; C: the old slot's size, the only size it knows and the
+//! number of bytes it copies); random resizes practically never ask for
+//! that, and keep the ladder.
+//!
+//! What the jump costs: the untouched pages of the 2 MiB slot cost nothing
+//! (the reservation is `MAP_NORESERVE` and never touched until used), but
+//! each 2 MiB slot in use needs a page-table page of its own (4 KiB), where
+//! eight 256 KiB slots share one: about 3% of a 128 KiB block, 0.4% of a
+//! 1 MiB one. Jumping from 16 KiB instead made `vec-grow` 2.4-3.8x faster
+//! still, but cost that page per doubled block of 32-64 KiB too: 10% more
+//! memory for 20,000 live 40 KB `Vec`s, 20% for 100,000 of 20 KB. A 2 MiB
+//! slot that a larger block touched before keeps those pages while a
+//! smaller doubling block lives in it, as it would keep them as a free
+//! slot (slots below 128 MiB keep their pages when freed).
+//!
+//! Moving the pages of the old slot instead of copying them (`mremap`,
+//! `UFFDIO_MOVE`) was measured too and lost at these sizes. Measurements:
+//! docs/vec-grow.md.
+
+use crate::layout::{self, MAX_SC};
+
+/// A block that doubles to more than this many bytes moves straight to a
+/// slot of [`DOUBLING_SC`].
+pub const DOUBLING_JUMP_ABOVE: usize = 64 << 10;
+
+/// The size class (2 MiB) a doubling block of more than
+/// [`DOUBLING_JUMP_ABOVE`] bytes jumps to: the largest "growers" rung.
+pub const DOUBLING_SC: u32 = 21;
+
+/// Size class of the slot a block of `old_size` bytes moves to when it
+/// grows to `new_size` bytes, which need size class `new_sc` (with the
+/// block's alignment) and do not fit its current slot. The C front end,
+/// which does not know the old size, passes the old slot's size.
+#[inline]
+pub const fn target_sc(old_size: usize, new_size: usize, new_sc: u32) -> u32 {
+    if doubles_past_jump(old_size, new_size) && new_sc <= DOUBLING_SC && DOUBLING_SC <= MAX_SC {
+        DOUBLING_SC
+    } else {
+        layout::grower_sc(new_sc)
+    }
+}
+
+/// Whether `new_size` is exactly twice `old_size` and more than
+/// [`DOUBLING_JUMP_ABOVE`].
+#[inline]
+const fn doubles_past_jump(old_size: usize, new_size: usize) -> bool {
+    new_size > DOUBLING_JUMP_ABOVE && new_size % 2 == 0 && new_size / 2 == old_size
+}
+
+/// Whether the C `realloc` keeps a block of a slot of `slot_size` bytes that
+/// it asks to hold `new_size <= slot_size` bytes, where the shrink rule
+/// ([`layout::shrink_leaves_slot`]) would move it to a smaller slot.
+///
+/// The C front end cannot tell growth from shrinking (it does not know the
+/// old size), so a doubling array that [`target_sc`] put in a 2 MiB slot
+/// at 128 KiB would be moved out again at 256 KiB (an eighth of the slot)
+/// and back at 512 KiB: copied twice where the ladder copied once. Such an
+/// array asks for powers of two (it doubled from a whole slot), so a 2 MiB
+/// slot keeps a block asked to be a power of two above
+/// [`DOUBLING_JUMP_ABOVE`]. A real shrink to exactly such a size keeps the
+/// slot too, as shrinking to any size above an eighth does.
+#[inline]
+pub const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
+    DOUBLING_SC <= MAX_SC
+        && slot_size == 1 << DOUBLING_SC
+        && new_size > DOUBLING_JUMP_ABOVE
+        && new_size.is_power_of_two()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{grower_sc, shrink_leaves_slot, size_class};
+
+    #[test]
+    #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]
+    fn doubling_past_16_kib_jumps_to_2_mib() {
+        let kib = 1 << 10;
+        for (old, new, want) in [
+            (64 * kib, 128 * kib, 21), // a full 64 KiB Vec doubles
+            (48 * kib, 96 * kib, 21),  // Vec<[u8; 24]>: 3/4 of its slot
+            (512 * kib, 1024 * kib, 21),
+            (1024 * kib, 2048 * kib, 21),
+            (2048 * kib, 4096 * kib, 22), // past 2 MiB: its own class
+            (32 * kib, 64 * kib, 16),     // not above 64 KiB: the ladder
+            (16 * kib, 32 * kib, 16),
+            (64 * kib, 128 * kib + 1, 18), // not exactly doubling: the ladder
+            (64 * kib, 160 * kib, 18),
+            (100 * kib, 150 * kib, 18),
+            ((1 << 63) + 64 * kib, 128 * kib, 18), // a huge old size: no doubling
+        ] {
+            let sc = size_class(new.max(1), 1);
+            assert_eq!(target_sc(old, new, sc), want, "{old} -> {new}");
+        }
+    }
+
+    #[test]
+    fn without_doubling_the_ladder_decides() {
+        for sc in crate::layout::MIN_SC..=MAX_SC {
+            assert_eq!(
+                target_sc(1, (1usize << sc) - 1, sc),
+                grower_sc(sc),
+                "sc {sc}"
+            );
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]
+    fn c_keeps_what_a_doubling_jump_placed() {
+        let slot = 2 << 20;
+        for n in [128 << 10, 256 << 10] {
+            assert!(shrink_leaves_slot(slot, n), "{n}: the shrink rule applies");
+            assert!(c_keeps_doubling_block(slot, n), "{n}");
+        }
+        // Not a power of two, not above 64 KiB, or not a 2 MiB slot: the
+        // shrink rule decides.
+        for (slot, n) in [
+            (slot, 200 << 10),
+            (slot, 64 << 10),
+            (slot, 1000),
+            (4 << 20, 256 << 10),
+            (1 << 20, 128 << 10),
+        ] {
+            assert!(!c_keeps_doubling_block(slot, n), "{slot} {n}");
+        }
+    }
+}
