@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]
-    fn doubling_past_16_kib_jumps_to_2_mib() {
+    fn doubling_past_64_kib_jumps_to_2_mib() {
         let kib = 1 << 10;
         for (old, new, want) in [
             (64 * kib, 128 * kib, 21), // a full 64 KiB Vec doubles
