@@ -23,7 +23,9 @@ use core::sync::atomic::Ordering;
 use crate::diag::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
 use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
-use crate::slots::{RegionLinks, flh, fresh_run, link_cell, private_head, tail};
+use crate::slots::{
+    RegionLinks, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
+};
 use crate::thread_slab::{self, is_owner};
 use crate::{ownership, private_list, region, release, slab_occupancy, sys};
 
@@ -67,11 +69,17 @@ pub fn alloc_small(sc: u32) -> Got {
     shared_alloc(base, slab, sc)
 }
 
-/// A slot of a large size class (64 KiB to 2 GiB). Large slots are always
-/// freed onto the shared lists, so every thread allocates them there.
+/// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
+/// of large slots first (see [`keeps_large`]), then the shared path.
 #[inline(never)]
 pub fn alloc_large(sc: u32) -> Got {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    let owned = thread_slab::owned();
+    if is_owner(owned) {
+        if let Some(got) = owner_take_large(thread_slab::owned_slab(owned), sc) {
+            return got;
+        }
+    }
     let current = thread_slab::current();
     if current == 0 {
         return alloc_first(sc);
@@ -179,6 +187,36 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
         return Some(never_used(slab_addr, sc, next));
     }
     None
+}
+
+/// Bytes of freed large slots of one size class that an owner keeps on its
+/// private list (at least one slot), beyond which it frees them onto the
+/// shared list, where other threads can reuse them. Measured:
+/// docs/decisions.md ("Private lists of large slots").
+pub const PRIVATE_LARGE_BYTES: usize = 2 << 20;
+
+/// Whether the owner of a slab keeps a freed large slot of size class `sc`
+/// on its private list when it holds `count` there already. Slots of
+/// [`release::RELEASE_SC`] and more never are: their pages go back to the
+/// kernel on free.
+#[inline]
+fn keeps_large(sc: u32, count: u32) -> bool {
+    sc < release::RELEASE_SC && (count as usize) < (PRIVATE_LARGE_BYTES >> sc).max(1)
+}
+
+/// A slot of large size class `sc` from the private list of the slab at
+/// `slab_addr`, which the caller owns (or has claimed).
+fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Got> {
+    let block = layout::private_block(slab_addr);
+    let links = RegionLinks {
+        region: layout::region_addr(slab_addr, sc),
+    };
+    // SAFETY: the caller owns the slab; the links are its region's.
+    let link = unsafe { private_list::pop(large_head(block, sc), &links) }?;
+    let count = large_count(block, sc);
+    // Relaxed: only the owner touches the count (see private_list).
+    count.store(count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    Some(slot(slab_addr, sc, link, false))
 }
 
 /// The owner of the slab at `slab_addr` claims the next step of its
@@ -309,10 +347,27 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     let others = slab_occupancy::ever_used() & !(1 << slab);
     let unowned = others & ownership::unowned();
     let small = sc < LARGE_SC;
+    let owned = thread_slab::owned();
+    let own = layout::slab_addr(base, slab);
+    let owns_slab = is_owner(owned) && thread_slab::owned_slab(owned) == own;
+    if !small && owns_slab {
+        // Its own freed slots of the next larger classes first: as resident
+        // as anyone's, and they stay on the thread's slab.
+        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
+            if let Some(got) = owner_take_large(own, up) {
+                diag::count(Event::FreedLarger);
+                return Some(got);
+            }
+        }
+    }
     for s in slabs_in(unowned) {
         let addr = layout::slab_addr(base, s);
-        if small
-            && thread_slab::may_own(thread_slab::current())
+        if !small {
+            if let Some(got) = borrow_private(base, s, sc) {
+                diag::count(Event::FreedUnowned);
+                return Some(got);
+            }
+        } else if thread_slab::may_own(thread_slab::current())
             && has_freed(addr, sc)
             && ownership::claim(s)
         {
@@ -404,20 +459,40 @@ fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Got> 
         Pop::Collision { .. } => *collided = true,
         Pop::Empty => {}
     }
-    let head = private_head(layout::private_block(addr), sc);
-    if sc < LARGE_SC
-        && ownership::unowned() & (1 << s) != 0
-        && private_list::HeadCell::get(head) != 0
-        && ownership::claim(s)
-    {
-        // SAFETY: we own the slab until the release below.
-        let link = unsafe { private_list::pop(head, &links) };
-        ownership::release(s);
-        if let Some(link) = link {
-            return Some(slot(addr, sc, link, false));
-        }
+    if let Some(got) = borrow_private(base, s, sc) {
+        return Some(got);
     }
     claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
+}
+
+/// One slot of `sc` from the private list of slab `s` if nobody owns it,
+/// taken under a short claim of the slab.
+fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Got> {
+    let addr = layout::slab_addr(base, s);
+    let block = layout::private_block(addr);
+    let head = if sc < LARGE_SC {
+        private_head(block, sc)
+    } else {
+        large_head(block, sc)
+    };
+    // Relaxed: a hint; the claim synchronizes.
+    if ownership::unowned() & (1 << s) == 0 || head.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    if !ownership::claim(s) {
+        return None;
+    }
+    let got = if sc < LARGE_SC {
+        let links = RegionLinks {
+            region: layout::region_addr(addr, sc),
+        };
+        // SAFETY: we own the slab until the release below.
+        unsafe { private_list::pop(head, &links) }.map(|link| slot(addr, sc, link, false))
+    } else {
+        owner_take_large(addr, sc)
+    };
+    ownership::release(s);
+    got
 }
 
 /// The thread's slab was used up or contended for `sc`: try the other
@@ -440,6 +515,8 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
                 let addr = layout::slab_addr(base, s);
                 let got = if Some(addr) == owned_slab && want < LARGE_SC {
                     owner_take(addr, want).or_else(|| owner_claim_step(addr, want))
+                } else if Some(addr) == owned_slab {
+                    owner_take_large(addr, want).or_else(|| take_any(base, s, want, &mut collided))
                 } else {
                     take_any(base, s, want, &mut collided)
                 };
@@ -467,8 +544,10 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
 }
 
 /// [`slots::dealloc`](crate::slots::dealloc) of a slot that is not a small
-/// slot of the thread's owned slab: onto its slab's shared list. From
-/// [`release::RELEASE_SC`] on, its pages go back to the kernel first.
+/// slot of the thread's owned slab: a large slot of that slab onto its
+/// private list while [`keeps_large`] allows, anything else onto its slab's
+/// shared list. From [`release::RELEASE_SC`] on, its pages go back to the
+/// kernel first.
 ///
 /// # Safety
 /// `p` is the start of a slot handed out by the allocator and not freed
@@ -482,13 +561,34 @@ pub unsafe fn dealloc(p: *mut u8) {
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    if layout::is_large(addr) {
+        let owned = thread_slab::owned();
+        if is_owner(owned) && layout::slab_addr_of(addr) == thread_slab::owned_slab(owned) {
+            let block = layout::private_block(layout::slab_addr_of(addr));
+            let count = large_count(block, sc);
+            // Relaxed: only the owner touches the count (see private_list).
+            let n = count.load(Ordering::Relaxed);
+            if keeps_large(sc, n) {
+                // SAFETY: the caller owns the slot and the thread the slab;
+                // the slot belongs to this list's region.
+                unsafe {
+                    private_list::push(
+                        large_head(block, sc),
+                        link_cell(addr),
+                        layout::link_of(addr),
+                    )
+                };
+                count.store(n + 1, Ordering::Relaxed);
+                return;
+            }
+        }
+        // SAFETY: the caller owns the slot; it is not pushed yet.
+        unsafe { release::before_push(addr, sc) };
+    }
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)
     // are its link cell while it is free, always accessed atomically.
     unsafe {
-        if layout::is_large(addr) {
-            release::before_push(addr, sc);
-        }
         free_list::push(
             flh(layout::slab_addr_of(addr), sc),
             link_cell(addr),

@@ -133,8 +133,14 @@ pub const REGIONS_OFFSET: usize = HEADS_OFFSET + 4 * PRIVATE_HEADS;
 /// Offset of the fresh runs (one `u64` per size class) from the private
 /// block.
 pub const FRESH_OFFSET: usize = REGIONS_OFFSET + 8 * NUM_SCS;
+/// Offset of the private list heads of the large size classes (one `u32`
+/// per size class, apart from the heads the hot path indexes: large slots
+/// are handed out only by the cold path) from the private block.
+pub const LARGE_HEADS_OFFSET: usize = FRESH_OFFSET + 8 * NUM_SCS;
+/// Offset of the lengths of those lists (one `u32` per size class).
+pub const LARGE_COUNTS_OFFSET: usize = LARGE_HEADS_OFFSET + 4 * NUM_SCS;
 /// Bytes of a private block from its first table on.
-pub const PRIVATE_TABLES_SIZE: usize = FRESH_OFFSET + 8 * NUM_SCS - HEADS_OFFSET;
+pub const PRIVATE_TABLES_SIZE: usize = LARGE_COUNTS_OFFSET + 4 * NUM_SCS - HEADS_OFFSET;
 /// Offset, from its slab's address, of the slab's shared lines: one cache
 /// line per size class holding its flh and its never-used tail, in the
 /// region of size class 0 (which holds no slots either), away from the
@@ -245,6 +251,20 @@ pub const fn private_head_addr(block: usize, index: usize) -> usize {
 #[inline(always)]
 pub const fn region_entry_addr(block: usize, index: usize) -> usize {
     block + REGIONS_OFFSET + 8 * index
+}
+
+/// Address of the private list head of large size class `sc` in the
+/// private block at `block`.
+#[inline(always)]
+pub const fn large_head_addr(block: usize, sc: u32) -> usize {
+    block + LARGE_HEADS_OFFSET + 4 * sc as usize
+}
+
+/// Address of the length of the private list of large size class `sc` in
+/// the private block at `block`.
+#[inline(always)]
+pub const fn large_count_addr(block: usize, sc: u32) -> usize {
+    block + LARGE_COUNTS_OFFSET + 4 * sc as usize
 }
 
 /// Address of the fresh run of private index `index` in the private block

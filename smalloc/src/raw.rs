@@ -151,6 +151,11 @@ pub fn owned_slabs() -> usize {
     !crate::ownership::unowned() & ((1 << crate::layout::NUM_SLABS) - 1)
 }
 
+/// Bytes of freed large slots of one size class (at least one slot) that a
+/// thread keeps for itself on its slab's private list before it frees them
+/// where other threads can reuse them.
+pub const PRIVATE_LARGE_BYTES: usize = crate::cold_path::PRIVATE_LARGE_BYTES;
+
 /// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
 pub const RELEASE_SIZE: usize = 1 << crate::release::RELEASE_SC;

@@ -71,6 +71,22 @@ fn head_at(block: usize, index: usize) -> &'static AtomicU32 {
     unsafe { &*sys::ptr_at::<AtomicU32>(layout::private_head_addr(block, index)) }
 }
 
+/// The private list head of large size class `sc` in the private block at
+/// `block`.
+#[inline(always)]
+pub(crate) fn large_head(block: usize, sc: u32) -> &'static AtomicU32 {
+    // SAFETY: as for `head_at`.
+    unsafe { &*sys::ptr_at::<AtomicU32>(layout::large_head_addr(block, sc)) }
+}
+
+/// The length of the private list of large size class `sc` in the private
+/// block at `block`.
+#[inline(always)]
+pub(crate) fn large_count(block: usize, sc: u32) -> &'static AtomicU32 {
+    // SAFETY: as for `head_at`.
+    unsafe { &*sys::ptr_at::<AtomicU32>(layout::large_count_addr(block, sc)) }
+}
+
 /// The private fresh run of `sc` in the private block at `block`:
 /// never-used slots the owner claimed from the tail and has not handed out
 /// yet, as `next | end << 32` (slot numbers).

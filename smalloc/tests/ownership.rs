@@ -344,3 +344,63 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
     finish_tx.send(()).unwrap();
     t.join().unwrap();
 }
+
+/// 128 KiB slots: large, below the release size.
+const LARGE: usize = 100_000;
+
+#[test]
+#[cfg_attr(miri, ignore = "large slots do not exist under Miri's geometry")]
+fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
+    free(alloc());
+    let slab = raw::owned_slab().unwrap();
+    let sc = smalloc::layout::size_class(LARGE, 8);
+    let cap = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let blocks = alloc_filled_of(cap + 5, LARGE);
+    let before = raw::list_usage(slab, sc).shared_frees;
+    check_and_free_of(blocks, LARGE);
+    // The first `cap` frees stayed private, the rest went to the shared list.
+    assert_eq!(raw::list_usage(slab, sc).shared_frees - before, 5);
+    // All of them come back to their owner, without touching new memory.
+    let handed_out = raw::list_usage(slab, sc).handed_out;
+    check_and_free_of(alloc_filled_of(cap + 5, LARGE), LARGE);
+    assert_eq!(raw::list_usage(slab, sc).handed_out, handed_out);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "large slots do not exist under Miri's geometry")]
+fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
+    free(alloc());
+    let sc = smalloc::layout::size_class(LARGE, 8);
+    let n = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let (to_b, from_a) = mpsc::channel();
+    let (a_done, a_exited) = mpsc::channel::<()>();
+    let a = thread::spawn(move || {
+        let blocks = alloc_filled_of(n, LARGE);
+        let set = addrs(&blocks);
+        check_and_free_of(blocks, LARGE);
+        to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
+        drop(a_done);
+    });
+    let b = thread::spawn(move || {
+        free(alloc());
+        let mine = raw::owned_slab().unwrap();
+        let (a_slab, freed) = from_a.recv().unwrap();
+        let _ = a_exited.recv();
+        while raw::owned_slabs() & (1 << a_slab) != 0 {
+            thread::yield_now();
+        }
+        // B's own list of the class is empty: A's private slots are taken
+        // (borrowed under a short claim) before new memory.
+        let blocks = alloc_filled_of(n, LARGE);
+        let got = addrs(&blocks);
+        check_and_free_of(blocks, LARGE);
+        assert_eq!(
+            raw::owned_slab(),
+            Some(mine),
+            "large slots are only borrowed"
+        );
+        got.intersection(&freed).count()
+    });
+    a.join().unwrap();
+    assert_eq!(b.join().unwrap(), n, "every freed large slot reused");
+}
