@@ -378,7 +378,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
         }
         if let Some(got) = try_shared(addr, sc) {
             diag::count(Event::FreedUnowned);
-            if small && !is_owner(thread_slab::owned()) {
+            if small && follows_freed_slots() {
                 thread_slab::move_to(base, s);
             }
             return Some(got);
@@ -387,7 +387,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     for s in slabs_in(others & !unowned) {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
             diag::count(Event::FreedOwned);
-            if small && !is_owner(thread_slab::owned()) {
+            if small && follows_freed_slots() {
                 thread_slab::move_to(base, s);
             }
             return Some(got);
@@ -404,6 +404,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
         }
     }
     None
+}
+
+/// Whether the calling thread, on finding freed small slots on another slab,
+/// moves there: a thread that owns no slab but may own one (a thread beyond
+/// the slabs' count), not a pinned or exiting one.
+fn follows_freed_slots() -> bool {
+    !is_owner(thread_slab::owned()) && thread_slab::may_own(thread_slab::current())
 }
 
 /// A large request whose own list holds no freed slot takes a freed slot of
