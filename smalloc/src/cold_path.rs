@@ -324,12 +324,13 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
 /// size class on the other slabs that threads have used, then, for large
 /// slots, up to [`BORROW_UP`] size classes larger.
 ///
-/// Slabs nobody owns come first: their freed slots (on their shared lists,
-/// and for small slots on their private lists too) are nobody's working
-/// set. A thread that may own a slab moves there, owning it, when it has
-/// freed small slots; otherwise small slots found there move the thread,
-/// and large ones are only borrowed. From a slab that a live thread owns
-/// only single slots of its shared list are borrowed. Why, measured:
+/// Slabs nobody owns come first: their freed slots (on their shared lists
+/// and their private lists) are nobody's working set. For small slots the
+/// thread moves there, owning the slab (an owner gives up its old one); a
+/// thread that must not own moves there without. Large slots are borrowed
+/// (one slot; from a private list under a short claim). From a slab that a
+/// live thread owns only single slots of its shared list are borrowed; a
+/// thread without a slab moves there for small slots. Why, measured:
 /// docs/decisions.md ("Reusing freed slots before new memory").
 #[cold]
 #[inline(never)]
@@ -337,6 +338,9 @@ fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
     let t = diag::ticks();
     let got = find_freed_inner(base, slab, sc);
     diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
+    if let Some((p, _)) = got {
+        thread_slab::set_search_hint(layout::slab_of(p.addr()));
+    }
     got
 }
 
@@ -360,13 +364,20 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             }
         }
     }
-    for s in slabs_in(unowned) {
+    // From where the last search succeeded: where freed slots were is where
+    // they likely are again, and each slab looked at costs a cache miss.
+    let hint = thread_slab::search_hint();
+    for s in slabs_from(unowned, hint) {
         let addr = layout::slab_addr(base, s);
         if !small {
-            if let Some(got) = borrow_private(base, s, sc) {
+            // Its shared list (one compare-and-swap on the slab's own line)
+            // before its private list (a claim and a release of the owned
+            // set, which every thread uses).
+            if let Some(got) = try_shared(addr, sc).or_else(|| borrow_private(base, s, sc)) {
                 diag::count(Event::FreedUnowned);
                 return Some(got);
             }
+            continue;
         } else if thread_slab::may_own(thread_slab::current())
             && has_freed(addr, sc)
             && ownership::claim(s)
@@ -384,7 +395,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             return Some(got);
         }
     }
-    for s in slabs_in(others & !unowned) {
+    for s in slabs_from(others & !unowned, hint) {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
             diag::count(Event::FreedOwned);
             if small && follows_freed_slots() {
@@ -433,6 +444,12 @@ fn slabs_in(mut set: usize) -> impl Iterator<Item = usize> {
         set &= set - 1;
         Some(s)
     })
+}
+
+/// The slabs in the bit set `set`, from slab `first` on, round the slabs.
+fn slabs_from(set: usize, first: usize) -> impl Iterator<Item = usize> {
+    let high = set & !((1 << first) - 1);
+    slabs_in(high).chain(slabs_in(set & !high))
 }
 
 /// One pop from the shared list of (slab, size class) if it seems to hold

@@ -113,6 +113,14 @@ pub(crate) static EMPTY_TABLES: EmptyTables =
 /// would name in the slab's region of that class.
 pub(crate) fn fill_region_table(slab_addr: usize) {
     let block = layout::private_block(slab_addr);
+    let last = layout::region_entry_addr(block, layout::private_index(LARGE_SC - 1));
+    // SAFETY: as for `head_at`; 8-byte aligned.
+    let last = unsafe { &*sys::ptr_at::<AtomicU64>(last) };
+    // Relaxed: see below. Filled entirely by an earlier owner (the last
+    // entry is written last): nothing to do.
+    if last.load(Ordering::Relaxed) != 0 {
+        return;
+    }
     for sc in layout::MIN_SC..LARGE_SC {
         // Relaxed: only owners read the table, after their claim's Acquire.
         let link_base = layout::slot_of_link(layout::region_addr(slab_addr, sc), 0) as u64;

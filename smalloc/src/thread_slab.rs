@@ -96,6 +96,19 @@ pub fn current() -> usize {
     tls::load::<{ tls::CURRENT }>()
 }
 
+/// The slab where the thread's last search for freed slots succeeded (a
+/// slab number; 0 at first): the next search looks there first.
+#[inline]
+pub fn search_hint() -> usize {
+    tls::load::<{ tls::HINT }>() % NUM_SLABS
+}
+
+/// Records where a search for freed slots succeeded.
+#[inline]
+pub fn set_search_hint(slab: usize) {
+    tls::store::<{ tls::HINT }>(slab)
+}
+
 /// The slab address of a non-zero current word.
 #[inline]
 pub const fn slab_addr(current: usize) -> usize {
@@ -297,17 +310,18 @@ mod fork {
 #[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
 mod tls {
     // The words, in order: alloc (initially the empty block), owned
-    // (initially NOT_OWNER), current (initially 0).
+    // (initially NOT_OWNER), current (initially 0), search hint (0).
     core::arch::global_asm!(
         ".pushsection .tdata,\"awT\",@progbits",
         ".p2align 4",
         ".globl __smalloc_thread_v2",
         ".hidden __smalloc_thread_v2",
         ".type __smalloc_thread_v2,@object",
-        ".size __smalloc_thread_v2,24",
+        ".size __smalloc_thread_v2,32",
         "__smalloc_thread_v2:",
         ".quad {empty} - {heads}",
         ".quad 0x8000000000000000",
+        ".quad 0",
         ".quad 0",
         ".popsection",
         empty = sym crate::slots::EMPTY_TABLES,
@@ -319,6 +333,7 @@ mod tls {
     pub const ALLOC: usize = 0;
     pub const OWNED: usize = 8;
     pub const CURRENT: usize = 16;
+    pub const HINT: usize = 24;
 
     #[inline(always)]
     pub fn load<const WORD: usize>() -> usize {
@@ -365,9 +380,10 @@ mod tls {
     pub const ALLOC: usize = 0;
     pub const OWNED: usize = 1;
     pub const CURRENT: usize = 2;
+    pub const HINT: usize = 3;
 
     /// The keys plus one; 0 while not created.
-    static KEYS: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+    static KEYS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
     /// The initial value of `word`.
     fn initial(word: usize) -> usize {
