@@ -354,16 +354,6 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     let owned = thread_slab::owned();
     let own = layout::slab_addr(base, slab);
     let owns_slab = is_owner(owned) && thread_slab::owned_slab(owned) == own;
-    if !small && owns_slab {
-        // Its own freed slots of the next larger classes first: as resident
-        // as anyone's, and they stay on the thread's slab.
-        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
-            if let Some(got) = owner_take_large(own, up) {
-                diag::count(Event::FreedLarger);
-                return Some(got);
-            }
-        }
-    }
     // From where the last search succeeded: where freed slots were is where
     // they likely are again, and each slab looked at costs a cache miss.
     let hint = thread_slab::search_hint();
@@ -406,6 +396,12 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     }
     if !small {
         for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
+            if owns_slab {
+                if let Some(got) = owner_take_large(own, up) {
+                    diag::count(Event::FreedLarger);
+                    return Some(got);
+                }
+            }
             for s in core::iter::once(slab).chain(slabs_in(others)) {
                 if let Some(got) = try_shared(layout::slab_addr(base, s), up) {
                     diag::count(Event::FreedLarger);
