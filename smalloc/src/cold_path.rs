@@ -138,6 +138,17 @@ fn owner_refill(slab_addr: usize, sc: u32) -> Got {
         return got;
     }
     let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));
+    // Where the last search found freed slots, before searching: a thread
+    // whose own supply runs short (its slots freed by others come back
+    // more slowly than it allocates, as when it runs alone on a core) keeps
+    // borrowing from the same slab for a while.
+    let hint = thread_slab::search_hint();
+    if hint != slab {
+        if let Some(got) = try_shared(layout::slab_addr(base, hint), sc) {
+            diag::count(Event::Borrow);
+            return got;
+        }
+    }
     if let Some(got) = find_freed(base, slab, sc) {
         return got;
     }

@@ -24,6 +24,9 @@ pub enum Event {
     FreedOwned,
     /// ... of a larger size class (large slots only).
     FreedLarger,
+    /// An owner short of slots took one from the slab where its last search
+    /// found some, without searching.
+    Borrow,
     /// Never-used slots were claimed from a tail (a step, or one slot).
     NeverUsed,
     /// A pop from the shared list at home collided with another pop.
@@ -54,6 +57,7 @@ pub const NAMES: [&str; NUM_EVENTS] = [
     "freed-unowned",
     "freed-owned",
     "freed-larger",
+    "borrow",
     "never-used",
     "contended",
     "push-retry",
