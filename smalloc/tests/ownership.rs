@@ -140,16 +140,22 @@ fn the_search_before_new_memory_reaches_private_lists_of_unowned_slabs() {
     let n = if cfg!(miri) { 100 } else { 2_000 };
     let (to_b, from_a) = mpsc::channel();
     let (a_done, a_exited) = mpsc::channel::<()>();
+    // Both threads take their slabs before A allocates, so they own
+    // different ones.
+    let placed = Arc::new(Barrier::new(2));
+    let placed_b = placed.clone();
     let a = thread::spawn(move || {
+        free(alloc());
+        placed.wait();
         let blocks = alloc_filled_of(n, BIG);
         let set = addrs(&blocks);
         check_and_free_of(blocks, BIG);
         to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
         drop(a_done);
     });
-    // B starts while A is alive, so it owns another slab.
     let b = thread::spawn(move || {
         free(alloc());
+        placed_b.wait();
         let mine = raw::owned_slab().unwrap();
         let (a_slab, freed) = from_a.recv().unwrap();
         assert_ne!(mine, a_slab);
@@ -374,7 +380,11 @@ fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
     let n = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
     let (to_b, from_a) = mpsc::channel();
     let (a_done, a_exited) = mpsc::channel::<()>();
+    let placed = Arc::new(Barrier::new(2));
+    let placed_b = placed.clone();
     let a = thread::spawn(move || {
+        free(alloc());
+        placed.wait();
         let blocks = alloc_filled_of(n, LARGE);
         let set = addrs(&blocks);
         check_and_free_of(blocks, LARGE);
@@ -383,8 +393,10 @@ fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
     });
     let b = thread::spawn(move || {
         free(alloc());
+        placed_b.wait();
         let mine = raw::owned_slab().unwrap();
         let (a_slab, freed) = from_a.recv().unwrap();
+        assert_ne!(mine, a_slab);
         let _ = a_exited.recv();
         while raw::owned_slabs() & (1 << a_slab) != 0 {
             thread::yield_now();
