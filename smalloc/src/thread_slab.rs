@@ -196,8 +196,8 @@ mod exit {
     use core::sync::atomic::{AtomicUsize, Ordering};
 
     use super::{NO_OWN, set_not_owner, tls};
-    use crate::layout::NUM_SLABS;
-    use crate::{ownership, slab_occupancy};
+    use crate::layout::{self, NUM_SLABS};
+    use crate::{ownership, region, slab_occupancy};
 
     /// Added to the key's value when the thread owns its slab.
     const OWNS: usize = 1 << 8;
@@ -263,7 +263,11 @@ mod exit {
         }
         // Stop using the private lists before anyone can claim them.
         set_not_owner();
-        tls::store::<{ tls::CURRENT }>(tls::load::<{ tls::CURRENT }>() | NO_OWN);
+        // From the key's value, not the current word: the C library clears
+        // every key of an ending thread, so with the pthread-key fallback
+        // the current word may read 0 (never placed) here.
+        let addr = layout::slab_addr(region::base_raw(), slab);
+        tls::store::<{ tls::CURRENT }>(addr | NO_OWN);
         if value & OWNS != 0 {
             ownership::release(slab);
         }
