@@ -20,7 +20,7 @@
 //! }
 //! ```
 //!
-//! See the README for the bit layout and the algorithms.
+//! See docs/design.md for the bit layout and the algorithms.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

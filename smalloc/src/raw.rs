@@ -3,7 +3,7 @@
 //! these.
 //!
 //! Only slots are handled here: a request whose [`size_class`] exceeds
-//! [`MAX_SC`](crate::layout::MAX_SC) must be served by the caller (for
+//! [`MAX_SC`] must be served by the caller (for
 //! example with its own mapping and header), and [`owns`] tells the two
 //! apart on free.
 
