@@ -78,6 +78,51 @@ fn addrs(blocks: &[*mut u8]) -> HashSet<usize> {
     set
 }
 
+/// Allocates `n` blocks of `size`, fills, checks and frees them; returns
+/// their addresses.
+fn use_and_free(n: usize, size: usize) -> HashSet<usize> {
+    let blocks = alloc_filled_of(n, size);
+    let set = addrs(&blocks);
+    check_and_free_of(blocks, size);
+    set
+}
+
+/// Thread A, on a slab of its own, allocates and frees `n` blocks of `size`
+/// and ends; then thread B, which owns another slab, allocates `n` blocks
+/// of `size`. Returns B's slab before, A's slab, B's owned slab after, and
+/// how many of B's blocks were slots A freed.
+fn after_a_left_slab(n: usize, size: usize) -> (usize, usize, Option<usize>, usize) {
+    let (to_b, from_a) = mpsc::channel();
+    let (a_done, a_exited) = mpsc::channel::<()>();
+    // Both threads take their slabs before A allocates, so they own
+    // different ones.
+    let placed = Arc::new(Barrier::new(2));
+    let placed_b = placed.clone();
+    let a = thread::spawn(move || {
+        free(alloc());
+        placed.wait();
+        let set = use_and_free(n, size);
+        to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
+        drop(a_done);
+    });
+    let b = thread::spawn(move || {
+        free(alloc());
+        placed_b.wait();
+        let mine = raw::owned_slab().unwrap();
+        let (a_slab, freed) = from_a.recv().unwrap();
+        assert_ne!(mine, a_slab);
+        let _ = a_exited.recv(); // A has sent everything and is ending.
+        while raw::owned_slabs() & (1 << a_slab) != 0 {
+            thread::yield_now();
+        }
+        let got = use_and_free(n, size);
+        let reused = got.intersection(&freed).count();
+        (mine, a_slab, raw::owned_slab(), reused)
+    });
+    a.join().unwrap();
+    b.join().unwrap()
+}
+
 #[test]
 fn threads_alive_at_once_own_distinct_slabs_and_reuse_their_frees() {
     free(alloc());
@@ -111,18 +156,14 @@ fn a_new_thread_inherits_the_private_lists_of_a_finished_owner() {
     free(alloc());
     let n = if cfg!(miri) { 50 } else { 5000 };
     let (slab, freed) = thread::spawn(move || {
-        let blocks = alloc_filled(n);
-        let set = addrs(&blocks);
-        check_and_free(blocks);
+        let set = use_and_free(n, SIZE);
         (raw::owned_slab().unwrap(), set)
     })
     .join()
     .unwrap();
     assert_eq!(raw::owned_slabs() & (1 << slab), 0, "released at exit");
     let (again, got) = thread::spawn(move || {
-        let blocks = alloc_filled(n);
-        let set = addrs(&blocks);
-        check_and_free(blocks);
+        let set = use_and_free(n, SIZE);
         (raw::owned_slab().unwrap(), set)
     })
     .join()
@@ -138,43 +179,11 @@ fn the_search_before_new_memory_reaches_private_lists_of_unowned_slabs() {
     // run out of the first step, also under Miri.
     const BIG: usize = 2048;
     let n = if cfg!(miri) { 100 } else { 2_000 };
-    let (to_b, from_a) = mpsc::channel();
-    let (a_done, a_exited) = mpsc::channel::<()>();
-    // Both threads take their slabs before A allocates, so they own
-    // different ones.
-    let placed = Arc::new(Barrier::new(2));
-    let placed_b = placed.clone();
-    let a = thread::spawn(move || {
-        free(alloc());
-        placed.wait();
-        let blocks = alloc_filled_of(n, BIG);
-        let set = addrs(&blocks);
-        check_and_free_of(blocks, BIG);
-        to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
-        drop(a_done);
-    });
-    let b = thread::spawn(move || {
-        free(alloc());
-        placed_b.wait();
-        let mine = raw::owned_slab().unwrap();
-        let (a_slab, freed) = from_a.recv().unwrap();
-        assert_ne!(mine, a_slab);
-        let _ = a_exited.recv(); // A has sent everything and is ending.
-        while raw::owned_slabs() & (1 << a_slab) != 0 {
-            thread::yield_now();
-        }
-        // B's own list is empty: before touching new memory it looks at
-        // the other slabs, finds A's freed slots on the private list of a
-        // slab nobody owns, and moves there.
-        let blocks = alloc_filled_of(n, BIG);
-        let got = addrs(&blocks);
-        check_and_free_of(blocks, BIG);
-        let reused = got.intersection(&freed).count();
-        (mine, a_slab, raw::owned_slab().unwrap(), reused)
-    });
-    a.join().unwrap();
-    let (first, a_slab, now, reused) = b.join().unwrap();
-    assert_eq!(now, a_slab, "B moved to A's slab (from {first})");
+    // B's own list is empty: before touching new memory it looks at the
+    // other slabs, finds A's freed slots on the private list of a slab
+    // nobody owns, and moves there.
+    let (first, a_slab, now, reused) = after_a_left_slab(n, BIG);
+    assert_eq!(now, Some(a_slab), "B moved to A's slab (from {first})");
     let step = smalloc::layout::NEW_MEMORY_STEP / BIG;
     assert!(
         reused + step >= n,
@@ -311,9 +320,7 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
     let (to_main, from_t) = mpsc::channel();
     let (finish_tx, finish_rx) = mpsc::channel::<()>();
     let t = thread::spawn(move || {
-        let blocks = alloc_filled(n);
-        let set = addrs(&blocks);
-        check_and_free(blocks);
+        let set = use_and_free(n, SIZE);
         to_main.send((raw::owned_slab().unwrap(), set)).unwrap();
         // Stay alive (owning the slab) while the main thread forks.
         finish_rx.recv().unwrap();
@@ -328,9 +335,7 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
             // Only the forking thread exists: it alone owns a slab.
             assert_eq!(raw::owned_slabs(), 1 << raw::owned_slab().unwrap());
             let (slab, got) = thread::spawn(move || {
-                let blocks = alloc_filled(n);
-                let got = addrs(&blocks);
-                check_and_free(blocks);
+                let got = use_and_free(n, SIZE);
                 (raw::owned_slab().unwrap(), got)
             })
             .join()
@@ -378,41 +383,9 @@ fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
     free(alloc());
     let sc = smalloc::layout::size_class(LARGE, 8);
     let n = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
-    let (to_b, from_a) = mpsc::channel();
-    let (a_done, a_exited) = mpsc::channel::<()>();
-    let placed = Arc::new(Barrier::new(2));
-    let placed_b = placed.clone();
-    let a = thread::spawn(move || {
-        free(alloc());
-        placed.wait();
-        let blocks = alloc_filled_of(n, LARGE);
-        let set = addrs(&blocks);
-        check_and_free_of(blocks, LARGE);
-        to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
-        drop(a_done);
-    });
-    let b = thread::spawn(move || {
-        free(alloc());
-        placed_b.wait();
-        let mine = raw::owned_slab().unwrap();
-        let (a_slab, freed) = from_a.recv().unwrap();
-        assert_ne!(mine, a_slab);
-        let _ = a_exited.recv();
-        while raw::owned_slabs() & (1 << a_slab) != 0 {
-            thread::yield_now();
-        }
-        // B's own list of the class is empty: A's private slots are taken
-        // (borrowed under a short claim) before new memory.
-        let blocks = alloc_filled_of(n, LARGE);
-        let got = addrs(&blocks);
-        check_and_free_of(blocks, LARGE);
-        assert_eq!(
-            raw::owned_slab(),
-            Some(mine),
-            "large slots are only borrowed"
-        );
-        got.intersection(&freed).count()
-    });
-    a.join().unwrap();
-    assert_eq!(b.join().unwrap(), n, "every freed large slot reused");
+    // B's own list of the class is empty: A's private slots are taken
+    // (borrowed under a short claim) before new memory.
+    let (first, _, now, reused) = after_a_left_slab(n, LARGE);
+    assert_eq!(now, Some(first), "large slots are only borrowed");
+    assert_eq!(reused, n, "every freed large slot reused");
 }
