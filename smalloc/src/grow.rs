@@ -18,16 +18,8 @@
 //! number of bytes it copies); random resizes practically never ask for
 //! that, and keep the ladder.
 //!
-//! What the jump costs: the untouched pages of the 2 MiB slot cost nothing
-//! (the reservation is `MAP_NORESERVE` and never touched until used), but
-//! each 2 MiB slot in use needs a page-table page of its own (4 KiB), where
-//! eight 256 KiB slots share one: about 3% of a 128 KiB block, 0.4% of a
-//! 1 MiB one. Jumping from 16 KiB instead made `vec-grow` 2.4-3.8x faster
-//! still, but cost that page per doubled block of 32-64 KiB too: 10% more
-//! memory for 20,000 live 40 KB `Vec`s, 20% for 100,000 of 20 KB. A 2 MiB
-//! slot that a larger block touched before keeps those pages while a
-//! smaller doubling block lives in it, as it would keep them as a free
-//! slot (slots below 128 MiB keep their pages when freed).
+//! What the jump costs in page-table pages, and what jumping earlier
+//! would cost: docs/decisions.md ("Growth: the doubling jump").
 //!
 //! Moving the pages of the old slot instead of copying them (`mremap`,
 //! `UFFDIO_MOVE`) was measured too and lost at these sizes. Measurements:

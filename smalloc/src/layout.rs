@@ -369,13 +369,8 @@ pub const SHRINK_MOVE_MIN_SC: u32 = 20;
 /// keep its fast path free of a size-class computation; it agrees with
 /// [`moves_on_shrink`] because an eighth of such a slot is a power of two.
 ///
-/// Chosen by measurement (`bench/ab.sh`-style runs of the `realloc-chain`
-/// rows, random grow/shrink of blocks of 1 B-64 KiB, and their `--isolate`
-/// peak RSS): moving out of slots of 16 KiB and more at a quarter cost
-/// those rows 30-55% in time for 14-38% less peak RSS; out of 64 KiB+ slots
-/// at an eighth, 10-15% for 8-30%. A block that keeps shrinking and growing
-/// copies on every move, and below 1 MiB a slot held by a shrunk block
-/// costs little memory (only its touched pages), so only large slots move.
+/// Why 1 MiB and an eighth, measured: docs/decisions.md ("Shrinking out of
+/// a slot").
 #[inline(always)]
 pub const fn shrink_leaves_slot(slot_size: usize, new_size: usize) -> bool {
     slot_size >= 1 << SHRINK_MOVE_MIN_SC && new_size <= slot_size >> 3

@@ -13,18 +13,8 @@
 //! each size class, much as glibc's heap keeps what it serves below its
 //! (adaptive) mmap threshold of at most 32 MiB.
 //!
-//! The threshold was chosen by measurement (`bench/preload/run.sh` mstress,
-//! blocks up to 4 MiB, and `bench/ab.sh` on the `bench --compare` rows):
-//! releasing slots from 64 KiB on made mstress 3 to 5 times slower, and the
-//! `medium`, `vec-grow` and `realloc-chain` rows 3 to 24 times slower, from
-//! page faults on reuse, with or without a budget of slots kept resident (a
-//! budget per size class fills up with idle slots buried in the LIFO lists,
-//! which no free can reach to release later, and then every later free of
-//! that class is released). Releasing from 64 MiB slots on made the `large`
-//! row (blocks of 256 KiB-64 MiB, first and last byte written) 1.5 to 2.5
-//! times slower: a `madvise` with its TLB shootdown per free of a block
-//! over 32 MiB. With reuse across slabs and size classes, keeping freed
-//! slots cost no more peak RSS than glibc on the stress programs.
+//! Why 128 MiB, measured: docs/decisions.md ("Which freed slots give their
+//! pages back").
 //!
 //! What is zero: a never-used slot is still known to be zero (the flh's
 //! `used` flag says so). A released slot's pages past the first are zero
