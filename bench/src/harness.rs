@@ -95,7 +95,7 @@ where
 }
 
 /// Like [`run`], but for smalloc the workers are all on one slab: each
-/// worker moves itself to slab 0 (`smalloc::raw::move_current_thread_to_slab`,
+/// worker moves itself to slab 0 (`smalloc::hooks::move_current_thread_to_slab`,
 /// what a failover does) before its timed work. (smalloc gives live threads
 /// distinct slabs, so they cannot be found there by chance.) Other
 /// allocators get `threads` ordinary workers.
@@ -112,7 +112,7 @@ where
         // (which is what the timed work measures): pin again until a probe
         // comes from slab 0.
         let pinned = (0..100).any(|_| {
-            assert!(smalloc::raw::move_current_thread_to_slab(0));
+            assert!(smalloc::hooks::move_current_thread_to_slab(0));
             probe_slab(a) == 0
         });
         assert!(pinned, "worker not on slab 0");

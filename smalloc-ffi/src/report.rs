@@ -17,11 +17,11 @@
 //!   thread's frees of its own slab's small slots are not counted.
 //!
 //! Everything is read from the metadata the allocator keeps anyway
-//! ([`raw::list_usage`]): the hot paths carry no counter. The line is formatted by hand
+//! ([`hooks::list_usage`]): the hot paths carry no counter. The line is formatted by hand
 //! into a stack buffer and written with `write(2)`: no allocation.
 
 use smalloc_core::layout::NUM_SLABS;
-use smalloc_core::raw;
+use smalloc_core::{hooks, raw};
 
 /// Counts read from the free-list heads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub fn usage() -> Usage {
     let mut u = Usage::default();
     for slab in 0..NUM_SLABS {
         for sc in raw::MIN_SC..=raw::MAX_SC {
-            let l = raw::list_usage(slab, sc);
+            let l = hooks::list_usage(slab, sc);
             if l.handed_out == 0 {
                 continue;
             }

@@ -1,4 +1,4 @@
-//! The cold paths behind the hot ones in [`slots`](crate::slots): an
+//! The cold paths behind the hot ones in [`hot_path`](crate::hot_path): an
 //! owner's private list running dry, threads that own no slab, large slots,
 //! frees onto shared lists, new memory, and failover.
 //!
@@ -22,12 +22,12 @@ use core::sync::atomic::Ordering;
 
 use crate::diag::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
-use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
-use crate::slots::{
+use crate::hot_path::{
     RegionLinks, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
 };
+use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
 use crate::thread_slab::{self, is_owner};
-use crate::{ownership, private_list, region, release, slab_occupancy, sys};
+use crate::{ownership, private_list, purge, reservation, slab_occupancy, sys};
 
 /// A slot as the allocation functions return it: its address and whether it
 /// was never handed out before.
@@ -46,7 +46,7 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
     slot(slab_addr, sc, layout::link_of_slot(sc, n), true)
 }
 
-/// [`slots::alloc_small`](crate::slots::alloc_small) after the hot path
+/// [`hot_path::alloc_small`](crate::hot_path::alloc_small) after the hot path
 /// found nothing: the thread owns no slab, or its private list is empty.
 #[cold]
 #[inline(never)]
@@ -94,17 +94,17 @@ pub fn alloc_large(sc: u32) -> Got {
 #[inline(never)]
 fn alloc_first(sc: u32) -> Got {
     diag::count(Event::FirstAlloc);
-    let base = region::base_raw();
-    let base = if region::is_ready(base) {
+    let base = reservation::base_raw();
+    let base = if reservation::is_ready(base) {
         base
     } else {
-        match region::init() {
+        match reservation::init() {
             Some(base) => base,
             None => return (core::ptr::null_mut(), false),
         }
     };
     thread_slab::assign(base);
-    crate::slots::alloc(sc)
+    crate::hot_path::alloc(sc)
 }
 
 /// A thread that owns no slab (but may) claims one that nobody owns, its
@@ -208,11 +208,11 @@ pub const PRIVATE_LARGE_BYTES: usize = 512 << 10;
 
 /// Whether the owner of a slab keeps a freed large slot of size class `sc`
 /// on its private list when it holds `count` there already. Slots of
-/// [`release::RELEASE_SC`] and more never are: their pages go back to the
+/// [`purge::RELEASE_SC`] and more never are: their pages go back to the
 /// kernel on free.
 #[inline]
 fn keeps_large(sc: u32, count: u32) -> bool {
-    sc < release::RELEASE_SC && (count as usize) < (PRIVATE_LARGE_BYTES >> sc).max(1)
+    sc < purge::RELEASE_SC && (count as usize) < (PRIVATE_LARGE_BYTES >> sc).max(1)
 }
 
 /// A slot of large size class `sc` from the private list of the slab at
@@ -574,10 +574,10 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
     (core::ptr::null_mut(), false)
 }
 
-/// [`slots::dealloc`](crate::slots::dealloc) of a slot that is not a small
+/// [`hot_path::dealloc`](crate::hot_path::dealloc) of a slot that is not a small
 /// slot of the thread's owned slab: a large slot of that slab onto its
 /// private list while [`keeps_large`] allows, anything else onto its slab's
-/// shared list. From [`release::RELEASE_SC`] on, its pages go back to the
+/// shared list. From [`purge::RELEASE_SC`] on, its pages go back to the
 /// kernel first.
 ///
 /// # Safety
@@ -614,7 +614,7 @@ pub unsafe fn dealloc(p: *mut u8) {
             }
         }
         // SAFETY: the caller owns the slot; it is not pushed yet.
-        unsafe { release::before_push(addr, sc) };
+        unsafe { purge::before_push(addr, sc) };
     }
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)

@@ -20,7 +20,7 @@
 //!
 //! A word of all zeros is an empty list: nothing is initialized up front.
 //! Slots that were never handed out are not on any list; they are counted
-//! out of the never-used tail instead (see `slots`).
+//! out of the never-used tail instead (see `hot_path`).
 //!
 //! The slab's owner frees its own slots to its private list
 //! ([`private_list`](crate::private_list)); this list receives the frees of

@@ -76,7 +76,7 @@ pub const MAX_SLOT_SIZE: usize = 1 << MAX_SC;
 pub const MAX_SLOT_NUM_BITS: u32 = 30;
 
 /// Smallest size class of the *large* slots (64 KiB and more), which take
-/// their own, longer path on allocation and free (see `slots`), leaving
+/// their own, longer path on allocation and free (see `hot_path`), leaving
 /// the hot path to the smaller ones. It is the top bit of the size class
 /// field, so one bit of an address says whether its slot is large.
 pub const LARGE_SC: u32 = 1 << (SC_BITS - 1);

@@ -33,14 +33,16 @@ mod cold_path;
 pub mod diag;
 pub mod free_list;
 pub mod grow;
+#[doc(hidden)]
+pub mod hooks;
+mod hot_path;
 pub mod layout;
 pub mod ownership;
 pub mod private_list;
+mod purge;
 pub mod raw;
-mod region;
-mod release;
+mod reservation;
 mod slab_occupancy;
-mod slots;
 mod sys;
 mod thread_slab;
 
@@ -67,7 +69,7 @@ impl Smalloc {
     /// `p` is a live allocation of this allocator made with `layout`.
     pub unsafe fn usable_size(&self, p: *const u8, layout: Layout) -> usize {
         if size_class(layout.size(), layout.align()) <= MAX_SC {
-            slots::slot_size(p)
+            hot_path::slot_size(p)
         } else {
             let page = sys::page_size();
             (layout.size() + page - 1) & !(page - 1)
@@ -77,7 +79,7 @@ impl Smalloc {
     /// Whether `p` points into smalloc's reservation (rather than to a big
     /// allocation or to memory of another allocator).
     pub fn owns_slot(&self, p: *const u8) -> bool {
-        slots::contains(p)
+        hot_path::contains(p)
     }
 }
 
@@ -89,7 +91,7 @@ unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let index = layout::private_index_of(layout.size(), layout.align());
-        match slots::alloc_hot(index) {
+        match hot_path::alloc_hot(index) {
             Some(p) => p,
             None => alloc_cold(layout.size(), layout.align()),
         }
@@ -101,7 +103,7 @@ unsafe impl GlobalAlloc for Smalloc {
         // which takes only small slots of the thread's own slab, needs no
         // look at the layout.
         // SAFETY: the caller owns `p`, a live allocation of ours.
-        if !unsafe { slots::free_owned(p) } {
+        if !unsafe { hot_path::free_owned(p) } {
             // SAFETY: as above.
             unsafe { dealloc_cold(p, layout.size(), layout.align()) }
         }
@@ -111,13 +113,13 @@ unsafe impl GlobalAlloc for Smalloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let sc = size_class(layout.size(), layout.align());
         if sc <= MAX_SC {
-            let (p, fresh) = slots::alloc(sc);
+            let (p, fresh) = hot_path::alloc(sc);
             // A fresh slot was never written since the kernel zeroed it;
             // clearing it would only make its pages resident.
             if !fresh && !p.is_null() {
                 // SAFETY: the slot holds at least `layout.size()` bytes and
                 // is naturally aligned.
-                unsafe { release::clear(p, layout.size()) };
+                unsafe { purge::clear(p, layout.size()) };
             }
             p
         } else {
@@ -147,17 +149,17 @@ unsafe impl GlobalAlloc for Smalloc {
                 (big::alloc(new_size, align), old_size)
             } else if new_sc > cur_sc {
                 let sc = grow::target_sc(old_size, new_size, new_sc);
-                (slots::alloc(sc).0, old_size)
+                (hot_path::alloc(sc).0, old_size)
             } else {
                 // Shrinking: the smaller slot holds exactly what is kept.
-                (slots::alloc(new_sc).0, new_size)
+                (hot_path::alloc(new_sc).0, new_size)
             };
             if !q.is_null() {
                 // SAFETY: `q` is a new allocation of at least `keep` bytes,
                 // the smaller of the two sizes; the caller owns `p`.
                 unsafe {
                     ptr::copy_nonoverlapping(p, q, keep);
-                    slots::dealloc(p);
+                    hot_path::dealloc(p);
                 }
             } else if new_sc <= cur_sc {
                 // No smaller slot to be had: the block fits where it is.
@@ -167,7 +169,7 @@ unsafe impl GlobalAlloc for Smalloc {
         } else if new_sc <= MAX_SC {
             // From a mapping down to a slot: keep the invariant that a
             // layout which fits a slot lives in a slot.
-            let q = slots::alloc(new_sc).0;
+            let q = hot_path::alloc(new_sc).0;
             if !q.is_null() {
                 // SAFETY: `new_size < old_size`; both are ours.
                 unsafe {

@@ -8,7 +8,7 @@ use std::vec::Vec;
 
 use crate::free_list::{self, LinkStore, Pop};
 use crate::layout::*;
-use crate::{Smalloc, private_list, region};
+use crate::{Smalloc, private_list, reservation};
 
 /// A base address with the required alignment, for pure arithmetic.
 const FAKE_BASE: usize = 5 << TOTAL_BITS;
@@ -294,8 +294,8 @@ fn fresh_slab_yields_slots_in_order() {
     let l = Layout::from_size_align(48, 8).unwrap(); // size class 6
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let ps: Vec<usize> = (0..100).map(|_| unsafe { a.alloc(l) }.addr()).collect();
-    let base = region::base_raw();
-    assert!(region::is_ready(base));
+    let base = reservation::base_raw();
+    assert!(reservation::is_ready(base));
     let slab = slab_of(ps[0]);
     for (i, &p) in ps.iter().enumerate() {
         assert_eq!(p, slot_addr(base, slab, 6, i as u32), "allocation {i}");

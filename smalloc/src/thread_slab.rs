@@ -34,7 +34,7 @@
 //! Alternatives measured: `docs/tls.md`.
 
 use crate::layout::{self, NUM_SLABS};
-use crate::{diag, ownership, slab_occupancy, slots, sys};
+use crate::{diag, hot_path, ownership, slab_occupancy, sys};
 
 /// The owned word of a thread that owns no slab.
 pub const NOT_OWNER: usize = 1 << 63;
@@ -71,7 +71,7 @@ fn set_not_owner() {
 /// The alloc word of a thread that owns no slab: the address of a private
 /// block whose tables are the always-empty ones.
 fn empty_block() -> usize {
-    let tables = core::ptr::from_ref(&slots::EMPTY_TABLES)
+    let tables = core::ptr::from_ref(&hot_path::EMPTY_TABLES)
         .cast_mut()
         .cast::<u8>();
     sys::expose(tables) - layout::HEADS_OFFSET
@@ -134,7 +134,7 @@ pub fn assign(base: usize) {
     // which must find the thread placed.
     tls::store::<{ tls::CURRENT }>(addr);
     if owns {
-        slots::fill_region_table(addr);
+        hot_path::fill_region_table(addr);
         set_owned(addr);
         diag::count(diag::Event::Claim);
     }
@@ -156,7 +156,7 @@ pub fn become_owner(base: usize, slab: usize) {
         set_not_owner();
         ownership::release(layout::slab_of(owned_slab(old_owned)));
     }
-    slots::fill_region_table(addr);
+    hot_path::fill_region_table(addr);
     set_owned(addr);
     tls::store::<{ tls::CURRENT }>(addr);
     slab_occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
@@ -189,24 +189,56 @@ pub fn pin_unowned(base: usize, slab: usize) {
     move_to(base, slab);
 }
 
+/// The pthread key kept in `cell`, created on first use with `destructor`.
+/// `cell` holds the key plus one, 0 until it is created, `usize::MAX` if the
+/// C library refused one (then `None`, for good).
+fn key_once(
+    cell: &core::sync::atomic::AtomicUsize,
+    destructor: Option<unsafe extern "C" fn(*mut core::ffi::c_void)>,
+) -> Option<libc::pthread_key_t> {
+    use core::sync::atomic::Ordering::{AcqRel, Acquire};
+    const REFUSED: usize = usize::MAX;
+    // Acquire/AcqRel: the key value is published with the store; nothing
+    // else rides on it.
+    match cell.load(Acquire) {
+        0 => {}
+        REFUSED => return None,
+        k => return Some((k - 1) as libc::pthread_key_t),
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer; the callers' destructors are
+    // safe to run at any thread's exit.
+    if unsafe { libc::pthread_key_create(&mut key, destructor) } != 0 {
+        let _ = cell.compare_exchange(0, REFUSED, AcqRel, Acquire);
+        return None;
+    }
+    match cell.compare_exchange(0, key as usize + 1, AcqRel, Acquire) {
+        Ok(_) => Some(key),
+        Err(winner) => {
+            // SAFETY: we created `key` and nobody else has seen it.
+            unsafe { libc::pthread_key_delete(key) };
+            (winner != REFUSED).then(|| (winner - 1) as libc::pthread_key_t)
+        }
+    }
+}
+
 /// Noticing a thread's end: a pthread key whose value, while the thread
 /// lives, says where it is, and whose destructor gives its place back.
 mod exit {
     use core::ffi::c_void;
-    use core::sync::atomic::{AtomicUsize, Ordering};
+    use core::sync::atomic::AtomicUsize;
 
     use super::{NO_OWN, set_not_owner, tls};
     use crate::layout::{self, NUM_SLABS};
-    use crate::{ownership, region, slab_occupancy};
+    use crate::{ownership, reservation, slab_occupancy};
 
     /// Added to the key's value when the thread owns its slab.
     const OWNS: usize = 1 << 8;
 
-    /// The key plus one; 0 while not created; [`NO_KEY`] if it could not be
-    /// created (then exits go unnoticed: slabs stay owned and counts only
-    /// grow, so later threads share slabs without owning them).
+    /// The key (see [`key_once`](super::key_once)). Without one, exits go
+    /// unnoticed: slabs stay owned and counts only grow, so later threads
+    /// share slabs without owning them.
     static KEY: AtomicUsize = AtomicUsize::new(0);
-    const NO_KEY: usize = usize::MAX;
 
     /// First registration of the calling thread, on `slab`.
     pub fn register(slab: usize, owns: bool) {
@@ -228,28 +260,8 @@ mod exit {
 
     /// The key, created on first use.
     fn key() -> Option<libc::pthread_key_t> {
-        // Acquire/AcqRel: the key value is published with the store; nothing
-        // else rides on it.
-        match KEY.load(Ordering::Acquire) {
-            0 => {}
-            NO_KEY => return None,
-            k => return Some((k - 1) as libc::pthread_key_t),
-        }
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: `key` is a valid out-pointer; the destructor only touches
-        // atomics and this thread's words.
-        if unsafe { libc::pthread_key_create(&mut key, Some(at_exit)) } != 0 {
-            let _ = KEY.compare_exchange(0, NO_KEY, Ordering::AcqRel, Ordering::Acquire);
-            return None;
-        }
-        match KEY.compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => Some(key),
-            Err(winner) => {
-                // SAFETY: we created `key` and nobody else has seen it.
-                unsafe { libc::pthread_key_delete(key) };
-                (winner != NO_KEY).then(|| (winner - 1) as libc::pthread_key_t)
-            }
-        }
+        // The destructor only touches atomics and this thread's words.
+        super::key_once(&KEY, Some(at_exit))
     }
 
     /// The key's destructor, run by the C library when a thread that
@@ -266,7 +278,7 @@ mod exit {
         // From the key's value, not the current word: the C library clears
         // every key of an ending thread, so with the pthread-key fallback
         // the current word may read 0 (never placed) here.
-        let addr = layout::slab_addr(region::base_raw(), slab);
+        let addr = layout::slab_addr(reservation::base_raw(), slab);
         tls::store::<{ tls::CURRENT }>(addr | NO_OWN);
         if value & OWNS != 0 {
             ownership::release(slab);
@@ -328,7 +340,7 @@ mod tls {
         ".quad 0",
         ".quad 0",
         ".popsection",
-        empty = sym crate::slots::EMPTY_TABLES,
+        empty = sym crate::hot_path::EMPTY_TABLES,
         heads = const crate::layout::HEADS_OFFSET,
     );
     const _: () = assert!(super::NOT_OWNER == 0x8000_0000_0000_0000);
@@ -378,7 +390,7 @@ mod tls {
     //! Portable fallback: a pthread key per word, created on first use. The
     //! words are stored XOR their initial values, so a key's initial null
     //! reads as the initial value.
-    use core::sync::atomic::{AtomicUsize, Ordering};
+    use core::sync::atomic::AtomicUsize;
 
     /// Word indexes.
     pub const ALLOC: usize = 0;
@@ -386,7 +398,7 @@ mod tls {
     pub const CURRENT: usize = 2;
     pub const HINT: usize = 3;
 
-    /// The keys plus one; 0 while not created.
+    /// The keys (see [`key_once`](super::key_once)).
     static KEYS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
     /// The initial value of `word`.
@@ -399,27 +411,8 @@ mod tls {
     }
 
     fn key(i: usize) -> libc::pthread_key_t {
-        // Acquire/Release: the key value is the only data; they keep the
-        // creating thread's pthread state ordered before its use elsewhere.
-        let k = KEYS[i].load(Ordering::Acquire);
-        if k != 0 {
-            return (k - 1) as libc::pthread_key_t;
-        }
-        let mut new: libc::pthread_key_t = 0;
-        // SAFETY: `new` is a valid out-pointer; no destructor.
-        let rc = unsafe { libc::pthread_key_create(&mut new, None) };
-        if rc != 0 {
-            // No key: every access reads null (a thread without a place).
-            return libc::pthread_key_t::MAX;
-        }
-        match KEYS[i].compare_exchange(0, new as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => new,
-            Err(winner) => {
-                // SAFETY: we created `new` and nobody else saw it.
-                unsafe { libc::pthread_key_delete(new) };
-                (winner - 1) as libc::pthread_key_t
-            }
-        }
+        // No key: every access reads null (a thread without a place).
+        super::key_once(&KEYS[i], None).unwrap_or(libc::pthread_key_t::MAX)
     }
 
     pub fn load<const WORD: usize>() -> usize {

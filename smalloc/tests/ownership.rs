@@ -12,8 +12,8 @@ use std::thread;
 
 use devutils::{check, fill};
 use smalloc::Smalloc;
+use smalloc::hooks;
 use smalloc::layout::{NUM_SLABS, slab_of};
-use smalloc::raw;
 
 static A: Smalloc = Smalloc::new();
 
@@ -102,22 +102,22 @@ fn after_a_left_slab(n: usize, size: usize) -> (usize, usize, Option<usize>, usi
         free(alloc());
         placed.wait();
         let set = use_and_free(n, size);
-        to_b.send((raw::owned_slab().unwrap(), set)).unwrap();
+        to_b.send((hooks::owned_slab().unwrap(), set)).unwrap();
         drop(a_done);
     });
     let b = thread::spawn(move || {
         free(alloc());
         placed_b.wait();
-        let mine = raw::owned_slab().unwrap();
+        let mine = hooks::owned_slab().unwrap();
         let (a_slab, freed) = from_a.recv().unwrap();
         assert_ne!(mine, a_slab);
         let _ = a_exited.recv(); // A has sent everything and is ending.
-        while raw::owned_slabs() & (1 << a_slab) != 0 {
+        while hooks::owned_slabs() & (1 << a_slab) != 0 {
             thread::yield_now();
         }
         let got = use_and_free(n, size);
         let reused = got.intersection(&freed).count();
-        (mine, a_slab, raw::owned_slab(), reused)
+        (mine, a_slab, hooks::owned_slab(), reused)
     });
     a.join().unwrap();
     b.join().unwrap()
@@ -126,14 +126,14 @@ fn after_a_left_slab(n: usize, size: usize) -> (usize, usize, Option<usize>, usi
 #[test]
 fn threads_alive_at_once_own_distinct_slabs_and_reuse_their_frees() {
     free(alloc());
-    assert_eq!(raw::owned_slab(), Some(0), "the first thread owns slab 0");
+    assert_eq!(hooks::owned_slab(), Some(0), "the first thread owns slab 0");
     let barrier = Arc::new(Barrier::new(5));
     let hs: Vec<_> = (0..5)
         .map(|_| {
             let b = barrier.clone();
             thread::spawn(move || {
                 let p = alloc();
-                let owned = raw::owned_slab().expect("a thread alone on its slab owns it");
+                let owned = hooks::owned_slab().expect("a thread alone on its slab owns it");
                 assert_eq!(slab_of(p.addr()), owned);
                 free(p);
                 // Freed to its private list, it comes straight back.
@@ -148,7 +148,7 @@ fn threads_alive_at_once_own_distinct_slabs_and_reuse_their_frees() {
     owned.sort();
     assert_eq!(owned, [1, 2, 3, 4, 5]);
     // Finished threads gave their slabs back.
-    assert_eq!(raw::owned_slabs(), 1);
+    assert_eq!(hooks::owned_slabs(), 1);
 }
 
 #[test]
@@ -157,14 +157,14 @@ fn a_new_thread_inherits_the_private_lists_of_a_finished_owner() {
     let n = if cfg!(miri) { 50 } else { 5000 };
     let (slab, freed) = thread::spawn(move || {
         let set = use_and_free(n, SIZE);
-        (raw::owned_slab().unwrap(), set)
+        (hooks::owned_slab().unwrap(), set)
     })
     .join()
     .unwrap();
-    assert_eq!(raw::owned_slabs() & (1 << slab), 0, "released at exit");
+    assert_eq!(hooks::owned_slabs() & (1 << slab), 0, "released at exit");
     let (again, got) = thread::spawn(move || {
         let set = use_and_free(n, SIZE);
-        (raw::owned_slab().unwrap(), set)
+        (hooks::owned_slab().unwrap(), set)
     })
     .join()
     .unwrap();
@@ -189,7 +189,7 @@ fn the_search_before_new_memory_reaches_private_lists_of_unowned_slabs() {
         reused + step >= n,
         "only {reused} of {n} freed slots reused"
     );
-    assert_eq!(raw::owned_slabs(), 1, "B gave its slabs back");
+    assert_eq!(hooks::owned_slabs(), 1, "B gave its slabs back");
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
         let (end_tx, end_rx) = mpsc::channel::<()>();
         let h = thread::spawn(move || {
             free(alloc());
-            let s = raw::owned_slab().unwrap();
+            let s = hooks::owned_slab().unwrap();
             ready.wait();
             end_rx.recv().unwrap();
             s
@@ -213,17 +213,17 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
         owners.push((end_tx, h));
     }
     ready.wait();
-    assert_eq!(raw::owned_slabs(), (1 << NUM_SLABS) - 1);
+    assert_eq!(hooks::owned_slabs(), (1 << NUM_SLABS) - 1);
     let (report_tx, report_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let extra = thread::spawn(move || {
         // Every slab is owned: this thread allocates on the shared lists.
         let blocks = alloc_filled(1000);
-        report_tx.send(raw::owned_slab()).unwrap();
+        report_tx.send(hooks::owned_slab()).unwrap();
         go_rx.recv().unwrap();
         // A slab has been left: the next allocation claims it.
         let more = alloc_filled(10);
-        let owned = raw::owned_slab();
+        let owned = hooks::owned_slab();
         check_and_free(blocks);
         check_and_free(more);
         owned
@@ -233,7 +233,7 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
     let (end_tx, h) = owners.remove(6);
     end_tx.send(()).unwrap();
     let left = h.join().unwrap();
-    assert_eq!(raw::owned_slabs(), (1 << NUM_SLABS) - 1 - (1 << left));
+    assert_eq!(hooks::owned_slabs(), (1 << NUM_SLABS) - 1 - (1 << left));
     go_tx.send(()).unwrap();
     assert_eq!(
         extra.join().unwrap(),
@@ -244,7 +244,7 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
         end_tx.send(()).unwrap();
         h.join().unwrap();
     }
-    assert_eq!(raw::owned_slabs(), 1);
+    assert_eq!(hooks::owned_slabs(), 1);
 }
 
 #[test]
@@ -252,10 +252,14 @@ fn a_pinned_thread_allocates_on_the_shared_lists_of_its_slab() {
     free(alloc());
     let got = thread::spawn(|| {
         free(alloc());
-        let home = raw::owned_slab().unwrap();
-        assert!(raw::move_current_thread_to_slab(0));
-        assert_eq!(raw::owned_slab(), None, "pinned threads own nothing");
-        assert_eq!(raw::owned_slabs() & (1 << home), 0, "its old slab was left");
+        let home = hooks::owned_slab().unwrap();
+        assert!(hooks::move_current_thread_to_slab(0));
+        assert_eq!(hooks::owned_slab(), None, "pinned threads own nothing");
+        assert_eq!(
+            hooks::owned_slabs() & (1 << home),
+            0,
+            "its old slab was left"
+        );
         let blocks = alloc_filled(100);
         assert!(blocks.iter().all(|p| slab_of(p.addr()) == 0));
         let set = addrs(&blocks);
@@ -270,7 +274,7 @@ fn a_pinned_thread_allocates_on_the_shared_lists_of_its_slab() {
     .unwrap();
     assert_eq!(got, 100);
     // The main thread still owns slab 0, and its own list is intact.
-    assert_eq!(raw::owned_slab(), Some(0));
+    assert_eq!(hooks::owned_slab(), Some(0));
     check_and_free(alloc_filled(100));
 }
 
@@ -284,7 +288,7 @@ fn allocations_after_the_exit_destructor_do_not_claim_a_slab() {
         let n = value.addr();
         let blocks = alloc_filled(n);
         check_and_free(blocks);
-        assert_eq!(raw::owned_slab(), None);
+        assert_eq!(hooks::owned_slab(), None);
     }
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out-pointer and destructor.
@@ -293,15 +297,15 @@ fn allocations_after_the_exit_destructor_do_not_claim_a_slab() {
         free(alloc());
         // SAFETY: a valid key; the value is a count, never dereferenced.
         unsafe { libc::pthread_setspecific(key, std::ptr::without_provenance(200)) };
-        raw::owned_slab().unwrap()
+        hooks::owned_slab().unwrap()
     })
     .join()
     .unwrap();
-    assert_eq!(raw::owned_slabs() & (1 << slab), 0, "nobody owns it now");
+    assert_eq!(hooks::owned_slabs() & (1 << slab), 0, "nobody owns it now");
     // And the next thread owns it, with what the destructor freed.
     let again = thread::spawn(|| {
         free(alloc());
-        raw::owned_slab()
+        hooks::owned_slab()
     })
     .join()
     .unwrap();
@@ -321,7 +325,7 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
     let (finish_tx, finish_rx) = mpsc::channel::<()>();
     let t = thread::spawn(move || {
         let set = use_and_free(n, SIZE);
-        to_main.send((raw::owned_slab().unwrap(), set)).unwrap();
+        to_main.send((hooks::owned_slab().unwrap(), set)).unwrap();
         // Stay alive (owning the slab) while the main thread forks.
         finish_rx.recv().unwrap();
     });
@@ -333,10 +337,10 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
     if pid == 0 {
         let code = std::panic::catch_unwind(move || {
             // Only the forking thread exists: it alone owns a slab.
-            assert_eq!(raw::owned_slabs(), 1 << raw::owned_slab().unwrap());
+            assert_eq!(hooks::owned_slabs(), 1 << hooks::owned_slab().unwrap());
             let (slab, got) = thread::spawn(move || {
                 let got = use_and_free(n, SIZE);
-                (raw::owned_slab().unwrap(), got)
+                (hooks::owned_slab().unwrap(), got)
             })
             .join()
             .unwrap();
@@ -363,18 +367,18 @@ const LARGE: usize = 100_000;
 #[cfg_attr(miri, ignore = "large slots do not exist under Miri's geometry")]
 fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
     free(alloc());
-    let slab = raw::owned_slab().unwrap();
+    let slab = hooks::owned_slab().unwrap();
     let sc = smalloc::layout::size_class(LARGE, 8);
-    let cap = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let cap = (hooks::PRIVATE_LARGE_BYTES >> sc).max(1);
     let blocks = alloc_filled_of(cap + 5, LARGE);
-    let before = raw::list_usage(slab, sc).shared_frees;
+    let before = hooks::list_usage(slab, sc).shared_frees;
     check_and_free_of(blocks, LARGE);
     // The first `cap` frees stayed private, the rest went to the shared list.
-    assert_eq!(raw::list_usage(slab, sc).shared_frees - before, 5);
+    assert_eq!(hooks::list_usage(slab, sc).shared_frees - before, 5);
     // All of them come back to their owner, without touching new memory.
-    let handed_out = raw::list_usage(slab, sc).handed_out;
+    let handed_out = hooks::list_usage(slab, sc).handed_out;
     check_and_free_of(alloc_filled_of(cap + 5, LARGE), LARGE);
-    assert_eq!(raw::list_usage(slab, sc).handed_out, handed_out);
+    assert_eq!(hooks::list_usage(slab, sc).handed_out, handed_out);
 }
 
 #[test]
@@ -382,7 +386,7 @@ fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
 fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
     free(alloc());
     let sc = smalloc::layout::size_class(LARGE, 8);
-    let n = (raw::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let n = (hooks::PRIVATE_LARGE_BYTES >> sc).max(1);
     // B's own list of the class is empty: A's private slots are taken
     // (borrowed under a short claim) before new memory.
     let (first, _, now, reused) = after_a_left_slab(n, LARGE);

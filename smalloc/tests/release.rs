@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use devutils::{check, fill, is_zero, rss_bytes};
-use smalloc::{Smalloc, raw};
+use smalloc::{Smalloc, hooks};
 
 static A: Smalloc = Smalloc::new();
 
@@ -44,7 +44,7 @@ fn free_all(blocks: &[*mut u8], size: usize) {
 
 #[test]
 fn slots_below_the_release_size_keep_their_pages() {
-    let size = raw::RELEASE_SIZE / 2;
+    let size = hooks::RELEASE_SIZE / 2;
     let start = rss_bytes();
     let p = alloc_filled(1, size, 7)[0];
     free_all(&[p], size);
@@ -66,7 +66,7 @@ fn slots_below_the_release_size_keep_their_pages() {
 #[test]
 fn slots_of_the_release_size_give_their_pages_back_at_once() {
     // Just over half the slot (the smallest request of its size class).
-    let size = raw::RELEASE_SIZE / 2 + 1;
+    let size = hooks::RELEASE_SIZE / 2 + 1;
     let start = rss_bytes();
     let blocks = alloc_filled(3, size, 9);
     assert!(rss_bytes() >= start + 3 * size - MIB);

@@ -9,7 +9,7 @@
 //! the standard library really asks for.
 //!
 //! A request for a large slot (64 KiB and more) may get a freed slot of up
-//! to two size classes larger (see `slots::alloc_new_memory`), which other
+//! to two size classes larger (see `cold_path::find_freed`), which other
 //! tests of this process may have left (under `cargo test`; `cargo
 //! nextest` runs each test alone): the checks of large size classes accept
 //! that, with [`lands_in`].
@@ -275,7 +275,7 @@ fn growing_blocks_keep_their_contents_up_to_64_mib() {
 /// The number of mappings (lines of /proc/self/maps) that overlap
 /// smalloc's reservation.
 fn vmas_in_reservation() -> usize {
-    let base = smalloc::raw::region_base().expect("reserved");
+    let base = smalloc::hooks::region_base().expect("reserved");
     let end = base + smalloc::layout::TOTAL_SIZE;
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     maps.lines()

@@ -8,7 +8,7 @@
 //! is reused before new memory is touched (a thread whose own list offers
 //! only never-used slots first takes freed slots from other slabs and, for
 //! slots of 64 KiB and more, from slightly larger size classes; see
-//! `slots::alloc_new_memory`). So the memory of freed slots below the
+//! `cold_path::find_freed`). So the memory of freed slots below the
 //! threshold is bounded by the most the program ever had freed at once of
 //! each size class, much as glibc's heap keeps what it serves below its
 //! (adaptive) mmap threshold of at most 32 MiB.

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::LinkStore;
 use crate::layout::{self, LARGE_SC, MAX_SC};
-use crate::{cold_path, private_list, region, sys, thread_slab};
+use crate::{cold_path, private_list, reservation, sys, thread_slab};
 
 /// The link cells of the free slots of one region: each slot's first four
 /// bytes.
@@ -260,6 +260,6 @@ pub fn slot_size(p: *const u8) -> usize {
 /// Whether `p` lies in the reservation (is a slot of this allocator).
 #[inline(always)]
 pub fn contains(p: *const u8) -> bool {
-    let base = region::base_raw();
-    region::is_ready(base) && layout::base_of(p.addr()) == base
+    let base = reservation::base_raw();
+    reservation::is_ready(base) && layout::base_of(p.addr()) == base
 }
