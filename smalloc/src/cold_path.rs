@@ -22,12 +22,12 @@ use core::sync::atomic::Ordering;
 
 use crate::diag::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
+use crate::home_slab::{self, is_owner, occupancy};
 use crate::hot_path::{
     RegionLinks, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
 };
 use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
-use crate::thread_slab::{self, is_owner};
-use crate::{ownership, private_list, purge, reservation, slab_occupancy, sys};
+use crate::{ownership, private_list, purge, reservation, sys};
 
 /// A slot as the allocation functions return it: its address and whether it
 /// was never handed out before.
@@ -51,17 +51,17 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 #[cold]
 #[inline(never)]
 pub fn alloc_small(sc: u32) -> Got {
-    let owned = thread_slab::owned();
+    let owned = home_slab::owned();
     if is_owner(owned) {
-        return owner_refill(thread_slab::owned_slab(owned), sc);
+        return owner_refill(home_slab::owned_slab(owned), sc);
     }
-    let current = thread_slab::current();
+    let current = home_slab::current();
     if current == 0 {
         return alloc_first(sc);
     }
-    let addr = thread_slab::slab_addr(current);
+    let addr = home_slab::slab_addr(current);
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
-    if thread_slab::may_own(current) {
+    if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
             return owner_refill(owned, sc);
         }
@@ -74,17 +74,17 @@ pub fn alloc_small(sc: u32) -> Got {
 #[inline(never)]
 pub fn alloc_large(sc: u32) -> Got {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    let owned = thread_slab::owned();
+    let owned = home_slab::owned();
     if is_owner(owned) {
-        if let Some(got) = owner_take_large(thread_slab::owned_slab(owned), sc) {
+        if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
             return got;
         }
     }
-    let current = thread_slab::current();
+    let current = home_slab::current();
     if current == 0 {
         return alloc_first(sc);
     }
-    let addr = thread_slab::slab_addr(current);
+    let addr = home_slab::slab_addr(current);
     shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc)
 }
 
@@ -103,7 +103,7 @@ fn alloc_first(sc: u32) -> Got {
             None => return (core::ptr::null_mut(), false),
         }
     };
-    thread_slab::assign(base);
+    home_slab::assign(base);
     crate::hot_path::alloc(sc)
 }
 
@@ -122,7 +122,7 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
     let candidates = core::iter::once(first).chain(slabs_in(unowned & !(1 << first)));
     for s in candidates {
         if ownership::claim(s) {
-            thread_slab::become_owner(base, s);
+            home_slab::become_owner(base, s);
             return Some(layout::slab_addr(base, s));
         }
     }
@@ -142,7 +142,7 @@ fn owner_refill(slab_addr: usize, sc: u32) -> Got {
     // whose own supply runs short (its slots freed by others come back
     // more slowly than it allocates, as when it runs alone on a core) keeps
     // borrowing from the same slab for a while.
-    let hint = thread_slab::search_hint();
+    let hint = home_slab::search_hint();
     if hint != slab {
         if let Some(got) = try_shared(layout::slab_addr(base, hint), sc) {
             diag::count(Event::Borrow);
@@ -172,7 +172,7 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
     let flh = flh(slab_addr, sc);
     // Relaxed: a hint; `take_all` and `pop` synchronize.
     if flh.load(Ordering::Relaxed) as u32 != 0 {
-        if slab_occupancy::shared(layout::slab_of(slab_addr)) {
+        if occupancy::shared(layout::slab_of(slab_addr)) {
             // Threads without a slab of their own live here and allocate
             // from this list too: take one slot, not their supply.
             if let Pop::Slot(link) = free_list::pop(flh, &links) {
@@ -350,7 +350,7 @@ fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
     let got = find_freed_inner(base, slab, sc);
     diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
     if let Some((p, _)) = got {
-        thread_slab::set_search_hint(layout::slab_of(p.addr()));
+        home_slab::set_search_hint(layout::slab_of(p.addr()));
     }
     got
 }
@@ -359,15 +359,15 @@ fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
 #[inline(always)]
 fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     diag::count(Event::NewMemory);
-    let others = slab_occupancy::ever_used() & !(1 << slab);
+    let others = occupancy::ever_used() & !(1 << slab);
     let unowned = others & ownership::unowned();
     let small = sc < LARGE_SC;
-    let owned = thread_slab::owned();
+    let owned = home_slab::owned();
     let own = layout::slab_addr(base, slab);
-    let owns_slab = is_owner(owned) && thread_slab::owned_slab(owned) == own;
+    let owns_slab = is_owner(owned) && home_slab::owned_slab(owned) == own;
     // From where the last search succeeded: where freed slots were is where
     // they likely are again, and each slab looked at costs a cache miss.
-    let hint = thread_slab::search_hint();
+    let hint = home_slab::search_hint();
     for s in slabs_from(unowned, hint) {
         let addr = layout::slab_addr(base, s);
         if !small {
@@ -379,19 +379,19 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
                 return Some(got);
             }
             continue;
-        } else if thread_slab::may_own(thread_slab::current())
+        } else if home_slab::may_own(home_slab::current())
             && has_freed(addr, sc)
             && ownership::claim(s)
         {
             diag::count(Event::FreedUnowned);
-            thread_slab::become_owner(base, s);
+            home_slab::become_owner(base, s);
             let got = owner_take(addr, sc).or_else(|| owner_claim_step(addr, sc));
             return Some(got.unwrap_or_else(|| failover(base, s, sc)));
         }
         if let Some(got) = try_shared(addr, sc) {
             diag::count(Event::FreedUnowned);
             if small && follows_freed_slots() {
-                thread_slab::move_to(base, s);
+                home_slab::move_to(base, s);
             }
             return Some(got);
         }
@@ -400,7 +400,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
             diag::count(Event::FreedOwned);
             if small && follows_freed_slots() {
-                thread_slab::move_to(base, s);
+                home_slab::move_to(base, s);
             }
             return Some(got);
         }
@@ -428,7 +428,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
 /// moves there: a thread that owns no slab but may own one (a thread beyond
 /// the slabs' count), not a pinned or exiting one.
 fn follows_freed_slots() -> bool {
-    !is_owner(thread_slab::owned()) && thread_slab::may_own(thread_slab::current())
+    !is_owner(home_slab::owned()) && home_slab::may_own(home_slab::current())
 }
 
 /// A large request whose own list holds no freed slot takes a freed slot of
@@ -533,8 +533,8 @@ fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Got> {
 #[inline(never)]
 fn failover(base: usize, slab: usize, sc: u32) -> Got {
     diag::count(Event::Failover);
-    let owned = thread_slab::owned();
-    let owned_slab = is_owner(owned).then(|| thread_slab::owned_slab(owned));
+    let owned = home_slab::owned();
+    let owned_slab = is_owner(owned).then(|| home_slab::owned_slab(owned));
     // On the first pass over `sc`, try the thread's own slab last: it just
     // failed.
     let mut first = slab + 1;
@@ -556,7 +556,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
                         diag::count(Event::FailoverLarger);
                     }
                     if owned_slab.is_none() && s != slab {
-                        thread_slab::move_to(base, s);
+                        home_slab::move_to(base, s);
                     }
                     return got;
                 }
@@ -593,8 +593,8 @@ pub unsafe fn dealloc(p: *mut u8) {
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
     if layout::is_large(addr) {
-        let owned = thread_slab::owned();
-        if is_owner(owned) && layout::slab_addr_of(addr) == thread_slab::owned_slab(owned) {
+        let owned = home_slab::owned();
+        if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {
             let block = layout::private_block(layout::slab_addr_of(addr));
             let count = large_count(block, sc);
             // Relaxed: only the owner touches the count (see private_list).

@@ -47,9 +47,9 @@ pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
 /// The slab the calling thread owns, if any: it allocates and frees that
 /// slab's small slots on private lists. For diagnostics and tests.
 pub fn owned_slab() -> Option<usize> {
-    let owned = crate::thread_slab::owned();
-    crate::thread_slab::is_owner(owned)
-        .then(|| crate::layout::slab_of(crate::thread_slab::owned_slab(owned)))
+    let owned = crate::home_slab::owned();
+    crate::home_slab::is_owner(owned)
+        .then(|| crate::layout::slab_of(crate::home_slab::owned_slab(owned)))
 }
 
 /// The slabs that have an owner, as a bit set. For diagnostics and tests.
@@ -82,9 +82,9 @@ pub fn move_current_thread_to_slab(slab: usize) -> bool {
             None => return false,
         }
     };
-    if crate::thread_slab::current() == 0 {
-        crate::thread_slab::assign(base);
+    if crate::home_slab::current() == 0 {
+        crate::home_slab::assign(base);
     }
-    crate::thread_slab::pin_unowned(base, slab % crate::layout::NUM_SLABS);
+    crate::home_slab::pin_unowned(base, slab % crate::layout::NUM_SLABS);
     true
 }

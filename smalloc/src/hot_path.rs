@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::LinkStore;
 use crate::layout::{self, LARGE_SC, MAX_SC};
-use crate::{cold_path, private_list, reservation, sys, thread_slab};
+use crate::{cold_path, home_slab, private_list, reservation, sys};
 
 /// The link cells of the free slots of one region: each slot's first four
 /// bytes.
@@ -190,7 +190,7 @@ pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
 #[inline(always)]
 pub fn alloc_hot(index: usize) -> Option<*mut u8> {
     debug_assert!(index < layout::PRIVATE_HEADS);
-    let block = thread_slab::alloc_word();
+    let block = home_slab::alloc_word();
     let links = TableLinks {
         block,
         index,
@@ -226,7 +226,7 @@ pub unsafe fn dealloc(p: *mut u8) {
 /// by [`alloc`] and not freed since.
 #[inline(always)]
 pub unsafe fn free_owned(p: *mut u8) -> bool {
-    let block = thread_slab::owned();
+    let block = home_slab::owned();
     // A slot's offset from the owned slab's private block, in regions, is
     // its size class minus one; any other address (another slab, another
     // allocator's, null, or any address when the word is NOT_OWNER) is

@@ -33,6 +33,7 @@ mod cold_path;
 pub mod diag;
 pub mod free_list;
 pub mod grow;
+mod home_slab;
 #[doc(hidden)]
 pub mod hooks;
 mod hot_path;
@@ -42,9 +43,7 @@ pub mod private_list;
 mod purge;
 pub mod raw;
 mod reservation;
-mod slab_occupancy;
 mod sys;
-mod thread_slab;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;

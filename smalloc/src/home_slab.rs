@@ -1,8 +1,8 @@
-//! The calling thread's place: which slab it allocates from, whether it
+//! The calling thread's home slab: which slab it allocates from, whether it
 //! owns that slab, and the changes of both (first allocation, moves, exit,
-//! `fork`).
+//! `fork`); how many threads live on each slab is [`occupancy`].
 //!
-//! Each thread holds three thread-local words:
+//! Each thread holds four thread-local words:
 //!
 //! * the *alloc word*: the address of the private block of the slab the
 //!   thread owns, or of an always-empty block (the initial value). The hot
@@ -17,6 +17,8 @@
 //!   (the same slab for an owner), 0 before the thread's first allocation;
 //!   bit 0 set ([`NO_OWN`]) when the thread must not own a slab again (it is
 //!   exiting, or a benchmark pinned it to a shared slab).
+//! * the *search hint*: the slab where its last search for freed slots
+//!   succeeded, where the next search starts.
 //!
 //! # How the thread-local words are reached
 //!
@@ -34,7 +36,9 @@
 //! Alternatives measured: `docs/tls.md`.
 
 use crate::layout::{self, NUM_SLABS};
-use crate::{diag, hot_path, ownership, slab_occupancy, sys};
+use crate::{diag, hot_path, ownership, sys};
+
+pub mod occupancy;
 
 /// The owned word of a thread that owns no slab.
 pub const NOT_OWNER: usize = 1 << 63;
@@ -127,7 +131,7 @@ pub const fn may_own(current: usize) -> bool {
 #[cold]
 #[inline(never)]
 pub fn assign(base: usize) {
-    let slab = slab_occupancy::take();
+    let slab = occupancy::take();
     let addr = layout::slab_addr(base, slab);
     let owns = ownership::claim(slab);
     // Set the words before registering anything: registering may allocate,
@@ -138,7 +142,7 @@ pub fn assign(base: usize) {
         set_owned(addr);
         diag::count(diag::Event::Claim);
     }
-    slab_occupancy::note_used(slab);
+    occupancy::note_used(slab);
     exit::register(slab, owns);
     fork::register_once();
 }
@@ -159,8 +163,8 @@ pub fn become_owner(base: usize, slab: usize) {
     hot_path::fill_region_table(addr);
     set_owned(addr);
     tls::store::<{ tls::CURRENT }>(addr);
-    slab_occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
-    slab_occupancy::note_used(slab);
+    occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
+    occupancy::note_used(slab);
     exit::update(slab, true);
     diag::count(diag::Event::Claim);
 }
@@ -171,8 +175,8 @@ pub fn move_to(base: usize, slab: usize) {
     debug_assert!(slab < NUM_SLABS && !is_owner(owned()));
     let old = current();
     tls::store::<{ tls::CURRENT }>(layout::slab_addr(base, slab) | (old & NO_OWN));
-    slab_occupancy::moved(layout::slab_of(slab_addr(old)), slab);
-    slab_occupancy::note_used(slab);
+    occupancy::moved(layout::slab_of(slab_addr(old)), slab);
+    occupancy::note_used(slab);
     exit::update(slab, false);
     diag::count(diag::Event::Move);
 }
@@ -228,9 +232,9 @@ mod exit {
     use core::ffi::c_void;
     use core::sync::atomic::AtomicUsize;
 
-    use super::{NO_OWN, set_not_owner, tls};
+    use super::{NO_OWN, occupancy, set_not_owner, tls};
     use crate::layout::{self, NUM_SLABS};
-    use crate::{ownership, reservation, slab_occupancy};
+    use crate::{ownership, reservation};
 
     /// Added to the key's value when the thread owns its slab.
     const OWNS: usize = 1 << 8;
@@ -283,7 +287,7 @@ mod exit {
         if value & OWNS != 0 {
             ownership::release(slab);
         }
-        slab_occupancy::left(slab);
+        occupancy::left(slab);
     }
 }
 
@@ -291,8 +295,8 @@ mod exit {
 mod fork {
     use core::sync::atomic::{AtomicBool, Ordering};
 
-    use super::{is_owner, owned_slab, slab_addr, tls};
-    use crate::{layout, ownership, slab_occupancy};
+    use super::{is_owner, occupancy, owned_slab, slab_addr, tls};
+    use crate::{layout, ownership};
 
     /// Whether the child handler was registered.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
@@ -317,9 +321,7 @@ mod fork {
         let owned = tls::load::<{ tls::OWNED }>();
         let current = tls::load::<{ tls::CURRENT }>();
         ownership::reset_after_fork(is_owner(owned).then(|| layout::slab_of(owned_slab(owned))));
-        slab_occupancy::reset_after_fork(
-            (current != 0).then(|| layout::slab_of(slab_addr(current))),
-        );
+        occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
     }
 }
 

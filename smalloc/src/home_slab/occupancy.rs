@@ -9,7 +9,7 @@
 //! than `k` threads alive uses `k` slabs.
 //!
 //! The counts follow a thread when it moves to another slab, and drop when
-//! it ends (noticed by [`thread_slab`](crate::thread_slab)). Only cold paths
+//! it ends (noticed by [`home_slab`](crate::home_slab)). Only cold paths
 //! touch this module.
 
 use core::sync::atomic::{AtomicUsize, Ordering};
