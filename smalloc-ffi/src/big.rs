@@ -17,15 +17,16 @@
 //! decided by the [registry](crate::big_registry), never by reading below
 //! the pointer.
 //!
-//! With an alignment up to the page size the user pointer sits
-//! `max(HEADER_SPACE, align)` bytes into a page-aligned mapping; a larger
-//! alignment maps `align` bytes more than needed and trims both ends.
+//! The mapping itself (placement, alignment, trimming) is the core's
+//! ([`raw::map_block`]), asked for [`HEADER_SPACE`] bytes below the block.
 //! `realloc` resizes the mapping with `mremap` (the kernel moves page
 //! tables, nothing is copied); a big allocation stays a mapping even when
 //! shrunk below the largest slot, since that shrinks in place.
 
 use core::ffi::c_void;
 use core::ptr;
+
+use smalloc_core::raw;
 
 use crate::big_registry;
 
@@ -47,47 +48,15 @@ struct Header {
 
 const _: () = assert!(size_of::<Header>() <= HEADER_SPACE);
 
-/// The page size.
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions and does not allocate.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
-}
-
 /// `x` rounded up to a multiple of the power of two `to`; `None` on
 /// overflow.
 fn round_up(x: usize, to: usize) -> Option<usize> {
     Some(x.checked_add(to - 1)? & !(to - 1))
 }
 
-/// Maps `len` fresh zeroed bytes anywhere.
-fn map(len: usize) -> Option<usize> {
-    // SAFETY: an anonymous private mapping without MAP_FIXED never replaces
-    // existing memory.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        None
-    } else {
-        Some(p.expose_provenance())
-    }
-}
-
-/// Unmaps `[addr, addr + len)` (nothing if `len` is 0).
+/// Unmaps `[addr, addr + len)` of a mapping of ours (nothing if `len` is 0).
 fn unmap(addr: usize, len: usize) {
-    if len > 0 {
-        // SAFETY: callers pass only ranges of mappings made here that no
-        // pointer handed out refers to any more.
-        unsafe { libc::munmap(ptr::with_exposed_provenance_mut(addr), len) };
-    }
+    raw::unmap(ptr::with_exposed_provenance_mut(addr), len);
 }
 
 /// The header of the big allocation at `user`.
@@ -104,44 +73,23 @@ unsafe fn header(user: usize) -> *mut Header {
 #[inline(never)]
 pub fn alloc(size: usize, align: usize) -> *mut c_void {
     debug_assert!(align.is_power_of_two());
-    let page = page_size();
-    let Some((map_start, map_len, user)) = map_for(size, align, page) else {
+    let Some(m) = raw::map_block(size, align, HEADER_SPACE) else {
         return crate::errno::enomem();
     };
+    let (map_start, user) = (m.start.expose_provenance(), m.block.expose_provenance());
     let h = Header {
         map_start,
-        map_len,
+        map_len: m.len,
         align,
     };
     // SAFETY: the header space lies inside the fresh mapping, below `user`,
     // and `user` is at least 16-byte aligned so the header is aligned.
     unsafe { header(user).write(h) };
     if !big_registry::insert(user) {
-        unmap(map_start, map_len);
+        unmap(map_start, m.len);
         return crate::errno::enomem();
     }
     ptr::with_exposed_provenance_mut(user)
-}
-
-/// Makes the mapping for [`alloc`]: `(map_start, map_len, user)`.
-fn map_for(size: usize, align: usize, page: usize) -> Option<(usize, usize, usize)> {
-    if align <= page {
-        let offset = HEADER_SPACE.max(align);
-        let len = round_up(size.checked_add(offset)?, page)?;
-        let start = map(len)?;
-        return Some((start, len, start + offset));
-    }
-    // Over-map by `align`, place the user pointer on the first aligned
-    // address with room for the header, trim the pages outside.
-    let need = round_up(size.checked_add(HEADER_SPACE)?, page)?;
-    let total = need.checked_add(align)?;
-    let start = map(total)?;
-    let user = round_up(start + HEADER_SPACE, align)?;
-    let map_start = (user - HEADER_SPACE) & !(page - 1);
-    let map_end = round_up(user + size, page)?;
-    unmap(start, map_start - start);
-    unmap(map_end, start + total - map_end);
-    Some((map_start, map_end - map_start, user))
 }
 
 /// Whether `p` is a live big allocation.
@@ -187,7 +135,7 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let user = p.addr();
     // SAFETY: per the contract.
     let h = unsafe { header(user).read() };
-    let page = page_size();
+    let page = raw::page_size();
     let offset = user - h.map_start;
     let Some(new_len) = size.checked_add(offset).and_then(|n| round_up(n, page)) else {
         return crate::errno::enomem();
@@ -202,21 +150,9 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     // Growing. Moving the mapping keeps the offset within its first page,
     // which keeps alignments up to the page size; larger ones may only grow
     // in place.
-    let flags = if h.align <= page {
-        libc::MREMAP_MAYMOVE
-    } else {
-        0
-    };
-    // SAFETY: `[map_start, map_start + map_len)` is exactly our mapping.
-    let q = unsafe {
-        libc::mremap(
-            ptr::with_exposed_provenance_mut(h.map_start),
-            h.map_len,
-            new_len,
-            flags,
-        )
-    };
-    if q != libc::MAP_FAILED {
+    let may_move = h.align <= page;
+    let old: *mut u8 = ptr::with_exposed_provenance_mut(h.map_start);
+    if let Some(q) = raw::remap(old, h.map_len, new_len, may_move) {
         let new_start = q.expose_provenance();
         let new_user = new_start + offset;
         // SAFETY: the header moved with the mapping; we own it.
@@ -228,7 +164,7 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         big_registry::replace(user, new_user);
         return ptr::with_exposed_provenance_mut(new_user);
     }
-    if flags != 0 {
+    if may_move {
         return crate::errno::enomem();
     }
     // Over-aligned and no room to grow in place: allocate, copy, free.

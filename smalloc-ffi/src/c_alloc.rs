@@ -335,14 +335,14 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -
 /// `valloc`: `size` bytes aligned to the page size.
 #[inline]
 pub fn valloc(size: usize) -> *mut c_void {
-    aligned(size, big::page_size())
+    aligned(size, raw::page_size())
 }
 
 /// `pvalloc`: like `valloc` with `size` rounded up to a whole number of
 /// pages (`pvalloc(0)` is one page); `ENOMEM` if the rounding overflows.
 #[inline]
 pub fn pvalloc(size: usize) -> *mut c_void {
-    let page = big::page_size();
+    let page = raw::page_size();
     let Some(rounded) = size.max(1).checked_add(page - 1) else {
         return errno::enomem();
     };

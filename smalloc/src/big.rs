@@ -18,28 +18,52 @@ fn map_len(size: usize) -> Option<usize> {
 /// Maps a new big allocation. Null when the OS refuses or the size overflows.
 #[cold]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    map_block(size, align, 0).map_or(ptr::null_mut(), |m| m.block)
+}
+
+/// A mapping made by [`map_block`].
+#[derive(Clone, Copy, Debug)]
+pub struct Mapped {
+    /// Start of the mapping (page-aligned).
+    pub start: *mut u8,
+    /// Length of the mapping in bytes.
+    pub len: usize,
+    /// The block: a multiple of the alignment, with the room asked for
+    /// below it inside the mapping, and `size` bytes above it.
+    pub block: *mut u8,
+}
+
+/// Maps room for a block of `size` bytes at a multiple of `align` (a power
+/// of two) with at least `below` bytes of the mapping before it (a front
+/// end's header; 0 for none). `None` when the OS refuses or a size
+/// overflows.
+pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
     let page = sys::page_size();
-    let Some(len) = map_len(size) else {
-        return ptr::null_mut();
-    };
     if align <= page {
-        return sys::map(0, len, false).unwrap_or(ptr::null_mut());
+        let offset = below.checked_add(align - 1)? & !(align - 1);
+        let len = map_len(size.checked_add(offset)?)?;
+        let start = sys::map(0, len, false)?;
+        return Some(Mapped {
+            start,
+            len,
+            block: start.wrapping_add(offset),
+        });
     }
-    // Map enough to find an aligned start, then trim both ends.
-    let Some(total) = len.checked_add(align - page) else {
-        return ptr::null_mut();
-    };
-    let Some(p) = sys::map(0, total, false) else {
-        return ptr::null_mut();
-    };
+    // Map enough to find an aligned block with room below it, then trim
+    // both ends.
+    let total = map_len(size.checked_add(below)?)?.checked_add(align)?;
+    let p = sys::map(0, total, false)?;
     let start = p.addr();
-    let aligned = (start + align - 1) & !(align - 1);
-    sys::unmap(p, aligned - start);
-    sys::unmap(
-        p.wrapping_add(aligned + len - start),
-        start + total - (aligned + len),
-    );
-    p.wrapping_add(aligned - start)
+    let block = start.checked_add(below)?.checked_add(align - 1)? & !(align - 1);
+    let map_start = (block - below) & !(page - 1);
+    let map_end = block.checked_add(map_len(size)?)?;
+    sys::unmap(p, map_start - start);
+    sys::unmap(p.wrapping_add(map_end - start), start + total - map_end);
+    Some(Mapped {
+        start: p.wrapping_add(map_start - start),
+        len: map_end - map_start,
+        block: p.wrapping_add(block - start),
+    })
 }
 
 /// Unmaps a big allocation of `size` bytes.
@@ -68,7 +92,7 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
     }
     if align <= sys::page_size() {
         // The kernel moves page tables instead of copying bytes.
-        return sys::remap(p, old_len, new_len).unwrap_or(ptr::null_mut());
+        return sys::remap(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
     }
     if new_len < old_len {
         // Shrinking keeps the aligned start: drop the tail.

@@ -13,6 +13,11 @@ pub use crate::layout::{
 
 use crate::hot_path;
 
+/// Mappings of big blocks (above the largest slot), for a front end that
+/// keeps its own header below the block.
+pub use crate::big::{Mapped, map_block};
+pub use crate::sys::{page_size, remap, unmap};
+
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
 /// if every slab of `sc` is empty. Null when no slot is left or the
 /// reservation failed. The flag is true when the slot was never handed out

@@ -59,10 +59,12 @@ pub fn unmap(p: *mut u8, len: usize) {
 }
 
 /// Grows or shrinks the mapping `[p, p + old)` to `new` bytes, moving it if
-/// needed. `None` if the kernel refuses (the old mapping is then untouched).
-pub fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
+/// needed and `may_move`. `None` if the kernel refuses (the old mapping is
+/// then untouched).
+pub fn remap(p: *mut u8, old: usize, new: usize, may_move: bool) -> Option<*mut u8> {
+    let flags = if may_move { libc::MREMAP_MAYMOVE } else { 0 };
     // SAFETY: `p..p+old` is a whole mapping of ours (checked by the caller).
-    let q = unsafe { libc::mremap(p.cast(), old, new, libc::MREMAP_MAYMOVE) };
+    let q = unsafe { libc::mremap(p.cast(), old, new, flags) };
     if q == libc::MAP_FAILED {
         None
     } else {
