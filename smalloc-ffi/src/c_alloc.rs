@@ -70,14 +70,9 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
     };
     let sc = raw::size_class(total, MIN_ALIGN);
     if sc <= raw::MAX_SC {
-        let (p, fresh) = raw::alloc_slot(sc);
+        let p = raw::alloc_zeroed_slot(sc, total);
         if p.is_null() {
             return errno::enomem();
-        }
-        if !fresh {
-            // SAFETY: the slot holds at least `total` bytes, is ours and is
-            // naturally aligned.
-            unsafe { raw::clear(p, total) };
         }
         return p.cast();
     }
@@ -178,53 +173,18 @@ unsafe fn realloc_move_slot(p: *mut c_void, size: usize) -> *mut c_void {
         unsafe { raw::free_slot(p.cast()) };
         return ptr::null_mut();
     }
-    let sc = raw::size_class(size, MIN_ALIGN);
-    let old = raw::slot_size(p.cast());
-    if size <= old {
-        // Shrinking to an eighth or less of a slot of 1 MiB or more: move to
-        // a slot of the new size, keeping the first `size` bytes. Unless
-        // the block may be a doubling array that growth put in a 2 MiB slot
-        // (we cannot tell its growth from shrinking): it stays.
-        debug_assert!(raw::shrink_leaves_slot(old, size));
-        debug_assert!(raw::moves_on_shrink(old.trailing_zeros(), sc));
-        if grow::c_keeps_doubling_block(old, size) {
-            return p;
-        }
-        let q: *mut c_void = raw::alloc_slot(sc).0.cast();
-        if q.is_null() {
-            // No smaller slot to be had: the block fits where it is.
-            return p;
-        }
-        // SAFETY: distinct live blocks; both hold `size` bytes.
-        unsafe {
-            ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), size);
-            raw::free_slot(p.cast());
-        }
-        return q;
-    }
-    let q: *mut c_void = if sc <= raw::MAX_SC {
-        // The old block is the whole old slot, as far as we know.
-        raw::alloc_slot(grow::target_sc(old, size, sc)).0.cast()
-    } else {
-        big::alloc(size, MIN_ALIGN)
+    // SAFETY: `p` is a live slot the caller owns; `size` is not zero.
+    let q = unsafe {
+        grow::realloc_slot(p.cast(), None, size, MIN_ALIGN, |n, a| {
+            big::alloc(n, a).cast()
+        })
     };
     if q.is_null() {
         return errno::enomem();
     }
-    // The caller's data fits the old slot, and the new block is larger
-    // than it: copy the whole old slot.
-    // SAFETY: distinct live blocks; `q` holds `size > old` bytes.
-    unsafe {
-        ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old);
-        raw::free_slot(p.cast());
-    }
-    q
+    q.cast()
 }
 
-/// [`realloc`] of null, a big allocation or a foreign pointer.
-///
-/// # Safety
-/// As for [`realloc`].
 #[cold]
 #[inline(never)]
 unsafe fn realloc_slow(p: *mut c_void, size: usize) -> *mut c_void {

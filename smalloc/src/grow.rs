@@ -25,6 +25,9 @@
 //! `UFFDIO_MOVE`) was measured too and lost at these sizes. Measurements:
 //! docs/vec-grow.md.
 
+use core::ptr;
+
+use crate::hot_path;
 use crate::layout::{self, MAX_SC};
 
 /// A block that doubles to more than this many bytes moves straight to a
@@ -73,6 +76,65 @@ pub const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
         && slot_size == 1 << DOUBLING_SC
         && new_size > DOUBLING_JUMP_ABOVE
         && new_size.is_power_of_two()
+}
+
+/// `realloc` of a block in a slot, for both front ends: the block at `p`
+/// (its slot's start) asks to hold `new_size` bytes (`> 0`) with alignment
+/// `align`. `old_size` is the block's size when the caller knows it (Rust),
+/// `None` when it knows only the slot (C: the slot's size stands for it, and
+/// a doubling block that a jump placed in a 2 MiB slot stays there, see
+/// [`c_keeps_doubling_block`]). Returns `p` when the block stays, else a
+/// new block holding the kept bytes (`p` is then freed), or null when no
+/// slot or mapping could be had (`p` untouched). `big` maps a block above
+/// the largest slot (each front end keeps its own kind).
+///
+/// # Safety
+/// `p` is the start of a live slot the caller owns, of at least `old_size`
+/// bytes.
+#[inline]
+pub unsafe fn realloc_slot(
+    p: *mut u8,
+    old_size: Option<usize>,
+    new_size: usize,
+    align: usize,
+    big: impl FnOnce(usize, usize) -> *mut u8,
+) -> *mut u8 {
+    debug_assert!(new_size > 0);
+    let cur_sc = layout::sc_of(p.addr());
+    let slot = 1usize << cur_sc;
+    let old = old_size.unwrap_or(slot);
+    let new_sc = layout::size_class(new_size, align);
+    // The slot may be larger than the block asked for (growers, failover to
+    // a larger size class): stay while it fits, unless the block shrinks to
+    // an eighth of a slot of 1 MiB or more. Growing never leaves a slot that
+    // fits (a doubling block in a 2 MiB slot grows there from 128 KiB on).
+    if new_sc <= cur_sc
+        && (new_size >= old
+            || !layout::moves_on_shrink(cur_sc, new_sc)
+            || (old_size.is_none() && c_keeps_doubling_block(slot, new_size)))
+    {
+        return p;
+    }
+    let (q, keep) = if new_sc > MAX_SC {
+        (big(new_size, align), old)
+    } else if new_sc > cur_sc {
+        (hot_path::alloc(target_sc(old, new_size, new_sc)).0, old)
+    } else {
+        // Shrinking: the smaller slot holds exactly what is kept.
+        (hot_path::alloc(new_sc).0, new_size)
+    };
+    if !q.is_null() {
+        // SAFETY: `q` is a new block of at least `keep` bytes, the smaller of
+        // the two sizes; the caller owns `p`, a slot.
+        unsafe {
+            ptr::copy_nonoverlapping(p, q, keep);
+            hot_path::dealloc(p);
+        }
+    } else if new_sc <= cur_sc {
+        // No smaller slot to be had: the block fits where it is.
+        return p;
+    }
+    q
 }
 
 #[cfg(test)]

@@ -112,15 +112,7 @@ unsafe impl GlobalAlloc for Smalloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let sc = size_class(layout.size(), layout.align());
         if sc <= MAX_SC {
-            let (p, fresh) = hot_path::alloc(sc);
-            // A fresh slot was never written since the kernel zeroed it;
-            // clearing it would only make its pages resident.
-            if !fresh && !p.is_null() {
-                // SAFETY: the slot holds at least `layout.size()` bytes and
-                // is naturally aligned.
-                unsafe { purge::clear(p, layout.size()) };
-            }
-            p
+            purge::alloc_zeroed_slot(sc, layout.size())
         } else {
             // Fresh mappings are zero.
             big::alloc(layout.size(), layout.align())
@@ -133,38 +125,9 @@ unsafe impl GlobalAlloc for Smalloc {
         let old_size = layout.size();
         let new_sc = size_class(new_size, align);
         if size_class(old_size, align) <= MAX_SC {
-            // The slot may be larger than the layout asked for (growers,
-            // failover to a larger size class): stay while it fits, unless
-            // the block shrinks to an eighth of a slot of 1 MiB or more.
-            // Growing never leaves a slot that fits (a doubling block in a
-            // 2 MiB slot grows there from 128 KiB on, see `grow`).
-            let cur_sc = layout::sc_of(p.addr());
-            if new_sc <= cur_sc
-                && (new_size >= old_size || !layout::moves_on_shrink(cur_sc, new_sc))
-            {
-                return p;
-            }
-            let (q, keep) = if new_sc > MAX_SC {
-                (big::alloc(new_size, align), old_size)
-            } else if new_sc > cur_sc {
-                let sc = grow::target_sc(old_size, new_size, new_sc);
-                (hot_path::alloc(sc).0, old_size)
-            } else {
-                // Shrinking: the smaller slot holds exactly what is kept.
-                (hot_path::alloc(new_sc).0, new_size)
-            };
-            if !q.is_null() {
-                // SAFETY: `q` is a new allocation of at least `keep` bytes,
-                // the smaller of the two sizes; the caller owns `p`.
-                unsafe {
-                    ptr::copy_nonoverlapping(p, q, keep);
-                    hot_path::dealloc(p);
-                }
-            } else if new_sc <= cur_sc {
-                // No smaller slot to be had: the block fits where it is.
-                return p;
-            }
-            q
+            // SAFETY: a layout that fits a slot was served from a slot; the
+            // caller owns it and `new_size` is not zero.
+            unsafe { grow::realloc_slot(p, Some(old_size), new_size, align, big::alloc) }
         } else if new_sc <= MAX_SC {
             // From a mapping down to a slot: keep the invariant that a
             // layout which fits a slot lives in a slot.

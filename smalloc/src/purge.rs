@@ -54,6 +54,22 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
     }
 }
 
+/// A slot of size class `sc` (or larger, on failover) whose first `size`
+/// bytes are zero, for `alloc_zeroed` and `calloc`; null when none is left.
+/// A never-used slot is not written (its pages stay untouched); a reused
+/// one is [`clear`]ed.
+#[inline]
+pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
+    debug_assert!(size <= 1 << sc);
+    let (p, fresh) = crate::hot_path::alloc(sc);
+    if !fresh && !p.is_null() {
+        // SAFETY: the slot holds at least `size` bytes and is naturally
+        // aligned; nobody else has it.
+        unsafe { clear(p, size) };
+    }
+    p
+}
+
 /// Clears `p[..n]`, a reused slot (or a part of one). Large blocks give their
 /// whole pages back to the kernel, which makes them read as zero, instead
 /// of writing them: that is faster, and lowers the resident set instead of

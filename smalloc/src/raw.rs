@@ -7,15 +7,14 @@
 //! example with its own mapping and header), and [`owns`] tells the two
 //! apart on free.
 
-pub use crate::layout::{
-    MAX_SC, MAX_SLOT_SIZE, MIN_SC, grower_sc, moves_on_shrink, shrink_leaves_slot, size_class,
-};
+pub use crate::layout::{MAX_SC, MIN_SC, shrink_leaves_slot, size_class};
 
 use crate::hot_path;
 
 /// Mappings of big blocks (above the largest slot), for a front end that
 /// keeps its own header below the block.
 pub use crate::big::{Mapped, map_block};
+pub use crate::purge::alloc_zeroed_slot;
 pub use crate::sys::{page_size, remap, unmap};
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
@@ -62,18 +61,6 @@ pub unsafe fn free_slot(p: *mut u8) {
 pub unsafe fn free_slot_hot(p: *mut u8) -> bool {
     // SAFETY: per the contract.
     unsafe { hot_path::free_owned(p) }
-}
-
-/// Clears `p[..n]` of a reused slot the way `alloc_zeroed` does: from 1 MiB
-/// on by giving whole pages back to the kernel (they read as zero, and the
-/// resident set drops), below by writing zeros.
-///
-/// # Safety
-/// `p[..n]` is ours to write and `p` is the start of a slot.
-#[inline]
-pub unsafe fn clear(p: *mut u8, n: usize) {
-    // SAFETY: per the contract (slots are naturally aligned).
-    unsafe { crate::purge::clear(p, n) }
 }
 
 /// Whether `p` lies inside smalloc's reservation (is a slot).
