@@ -2,7 +2,7 @@
 //! ends (the `GlobalAlloc` impl and the C ABI in `smalloc-ffi`).
 //!
 //! A block that must move goes to its "growers" size class
-//! ([`grower_sc`](layout::grower_sc): the smallest of 64 B, 128 B, 4 KiB,
+//! ([`grower_sc`]: the smallest of 64 B, 128 B, 4 KiB,
 //! 16 KiB, 64 KiB, 256 KiB and 2 MiB that fits, else its own class), so
 //! that a block which keeps growing is not copied at every step.
 //!
@@ -38,6 +38,49 @@ pub const DOUBLING_JUMP_ABOVE: usize = 64 << 10;
 /// [`DOUBLING_JUMP_ABOVE`] bytes jumps to: the largest "growers" rung.
 pub const DOUBLING_SC: u32 = 21;
 
+/// Size class the "growers" policy moves a reallocation to when it needs a
+/// slot of at least size class `sc`: the smallest of 64 B, 128 B, 4 KiB,
+/// 16 KiB, 64 KiB, 256 KiB and 2 MiB that fits, else `sc` itself.
+#[inline]
+pub const fn grower_sc(sc: u32) -> u32 {
+    const GROWERS: [u32; 7] = [6, 7, 12, 14, 16, 18, 21];
+    let mut i = 0;
+    while i < GROWERS.len() {
+        if GROWERS[i] >= sc && GROWERS[i] <= MAX_SC {
+            return GROWERS[i];
+        }
+        i += 1;
+    }
+    sc
+}
+
+/// Smallest size class whose slots a shrinking reallocation leaves (1 MiB).
+pub const SHRINK_MOVE_MIN_SC: u32 = 20;
+
+/// Whether a reallocation that shrinks a block in a slot of `slot_size`
+/// bytes to `new_size` bytes moves it to a smaller slot: when the slot is
+/// at least 1 MiB ([`SHRINK_MOVE_MIN_SC`]) and the new size is an eighth
+/// of it or less. The slot given up goes back to its free list for the next
+/// allocation of its size class (and from 128 MiB on, its pages back to the
+/// kernel) instead of staying with a block that no longer needs it.
+/// Otherwise the block keeps its slot. The C realloc asks this in bytes, to
+/// keep its fast path free of a size-class computation; it agrees with
+/// [`moves_on_shrink`] because an eighth of such a slot is a power of two.
+///
+/// Why 1 MiB and an eighth, measured: docs/decisions.md ("Shrinking out of
+/// a slot").
+#[inline(always)]
+pub const fn shrink_leaves_slot(slot_size: usize, new_size: usize) -> bool {
+    slot_size >= 1 << SHRINK_MOVE_MIN_SC && new_size <= slot_size >> 3
+}
+
+/// [`shrink_leaves_slot`] in size classes: a block in a slot of `cur_sc`
+/// shrinking to a size of size class `new_sc`.
+#[inline]
+pub const fn moves_on_shrink(cur_sc: u32, new_sc: u32) -> bool {
+    shrink_leaves_slot(1 << cur_sc, 1 << new_sc)
+}
+
 /// Size class of the slot a block of `old_size` bytes moves to when it
 /// grows to `new_size` bytes, which need size class `new_sc` (with the
 /// block's alignment) and do not fit its current slot. The C front end,
@@ -47,7 +90,7 @@ pub const fn target_sc(old_size: usize, new_size: usize, new_sc: u32) -> u32 {
     if doubles_past_jump(old_size, new_size) && new_sc <= DOUBLING_SC && DOUBLING_SC <= MAX_SC {
         DOUBLING_SC
     } else {
-        layout::grower_sc(new_sc)
+        grower_sc(new_sc)
     }
 }
 
@@ -60,7 +103,7 @@ const fn doubles_past_jump(old_size: usize, new_size: usize) -> bool {
 
 /// Whether the C `realloc` keeps a block of a slot of `slot_size` bytes that
 /// it asks to hold `new_size <= slot_size` bytes, where the shrink rule
-/// ([`layout::shrink_leaves_slot`]) would move it to a smaller slot.
+/// ([`shrink_leaves_slot`]) would move it to a smaller slot.
 ///
 /// The C front end cannot tell growth from shrinking (it does not know the
 /// old size), so a doubling array that [`target_sc`] put in a 2 MiB slot
@@ -110,7 +153,7 @@ pub unsafe fn realloc_slot(
     // fits (a doubling block in a 2 MiB slot grows there from 128 KiB on).
     if new_sc <= cur_sc
         && (new_size >= old
-            || !layout::moves_on_shrink(cur_sc, new_sc)
+            || !moves_on_shrink(cur_sc, new_sc)
             || (old_size.is_none() && c_keeps_doubling_block(slot, new_size)))
     {
         return p;
@@ -140,7 +183,7 @@ pub unsafe fn realloc_slot(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{grower_sc, shrink_leaves_slot, size_class};
+    use crate::layout::size_class;
 
     #[test]
     #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]

@@ -57,7 +57,7 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
 /// A slot of size class `sc` (or larger, on failover) whose first `size`
 /// bytes are zero, for `alloc_zeroed` and `calloc`; null when none is left.
 /// A never-used slot is not written (its pages stay untouched); a reused
-/// one is [`clear`]ed.
+/// one is cleared (`clear`).
 #[inline]
 pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
     debug_assert!(size <= 1 << sc);

@@ -7,7 +7,8 @@
 //! example with its own mapping and header), and [`owns`] tells the two
 //! apart on free.
 
-pub use crate::layout::{MAX_SC, MIN_SC, shrink_leaves_slot, size_class};
+pub use crate::grow::shrink_leaves_slot;
+pub use crate::layout::{MAX_SC, MIN_SC, size_class};
 
 use crate::hot_path;
 

@@ -41,7 +41,7 @@ const NORESERVE: libc::c_int = 0;
 
 /// Unmaps `[p, p + len)`; nothing when `len` is 0. `p` carries the
 /// provenance of the mapping it lies in (it is derived from the pointer
-/// [`map`] returned, not rebuilt from an address).
+/// `map` returned, not rebuilt from an address).
 pub fn unmap(p: *mut u8, len: usize) {
     if len == 0 {
         return;

@@ -7,6 +7,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::vec::Vec;
 
 use crate::free_list::{self, LinkStore, Pop};
+use crate::grow::{SHRINK_MOVE_MIN_SC, grower_sc, moves_on_shrink, shrink_leaves_slot};
 use crate::layout::*;
 use crate::{Smalloc, private_list, reservation};
 

@@ -110,7 +110,7 @@ fn realloc_keeps_contents_across_every_class() {
     while size > 1 {
         let new = size / 5 + 1;
         let cur_sc = smalloc::layout::sc_of(p.addr());
-        let moves = smalloc::layout::moves_on_shrink(cur_sc, smalloc::layout::size_class(new, 1));
+        let moves = smalloc::grow::moves_on_shrink(cur_sc, smalloc::layout::size_class(new, 1));
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, Layout::from_size_align(size, 1).unwrap(), new) };
         assert_eq!(q != p, moves, "{size} -> {new} in a slot of class {cur_sc}");
