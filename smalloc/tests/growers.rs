@@ -13,6 +13,19 @@ fn l(size: usize) -> Layout {
     Layout::from_size_align(size, 1).unwrap()
 }
 
+/// Checks that `q` kept the `size` bytes filled before a realloc to `new`
+/// bytes, then fills all `new` with the pattern of `new`.
+///
+/// # Safety
+/// `q` is a live block of at least `new` bytes, `size <= new`.
+unsafe fn check_then_refill(q: *mut u8, size: usize, new: usize) {
+    // SAFETY: per the contract.
+    unsafe {
+        assert_eq!(check(q, size, size as u64), Ok(()), "{size} -> {new}");
+        fill(q, new, new as u64);
+    }
+}
+
 #[test]
 fn growth_jumps_to_the_grower_size_classes() {
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
@@ -46,14 +59,8 @@ fn growth_jumps_to_the_grower_size_classes() {
         if sc_of(p.addr()) == sc {
             assert_eq!(q, p, "{size} -> {new} fits the slot and must stay");
         }
-        assert_eq!(
-            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-            unsafe { check(q, size, size as u64) },
-            Ok(()),
-            "{size} -> {new}"
-        );
-        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-        unsafe { fill(q, new, new as u64) };
+        // SAFETY: `q` is the live block realloc returned for `new` bytes.
+        unsafe { check_then_refill(q, size, new) };
         p = q;
         size = new;
     }
@@ -76,14 +83,8 @@ fn growth_keeps_contents() {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert!(!q.is_null());
-        assert_eq!(
-            // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-            unsafe { check(q, size, size as u64) },
-            Ok(()),
-            "{size} -> {new}"
-        );
-        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-        unsafe { fill(q, new, new as u64) };
+        // SAFETY: `q` is the live block realloc returned for `new` bytes.
+        unsafe { check_then_refill(q, size, new) };
         p = q;
         size = new;
     }
