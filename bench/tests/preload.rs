@@ -8,6 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use devutils::target_dir;
+
 /// Each program with tiny parameters (threads are appended).
 const PROGRAMS: [(&str, &[&str]); 5] = [
     ("larson", &["-c", "50", "-n", "2000", "-r", "2"]),
@@ -17,28 +19,8 @@ const PROGRAMS: [(&str, &[&str]); 5] = [
     ("mstress", &["-r", "2", "-n", "2000", "-S", "256K"]),
 ];
 
-fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("bench lives in the workspace")
-        .to_path_buf()
-}
-
 fn preload_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("preload")
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` if set, else the closest
-/// ancestor of this test executable that cargo marked with `CACHEDIR.TAG`.
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return workspace_dir().join(dir);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| workspace_dir().join("target"))
 }
 
 fn lib_so() -> PathBuf {

@@ -263,6 +263,27 @@ impl Shadow {
     }
 }
 
+/// The workspace's root directory.
+pub fn workspace_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("devutils lives in the workspace")
+        .to_path_buf()
+}
+
+/// The cargo target directory: `CARGO_TARGET_DIR` if set, else the closest
+/// ancestor of this test executable that cargo marked with `CACHEDIR.TAG`.
+pub fn target_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return workspace_dir().join(dir);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| workspace_dir().join("target"))
+}
+
 /// Runs `cmd`, panicking with its status and both outputs unless it exits
 /// with status 0; returns its output.
 pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {

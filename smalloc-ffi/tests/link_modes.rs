@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::Command;
 
 use common::*;
+use devutils::workspace_dir;
 
 #[test]
 fn static_link_with_the_header() {

@@ -9,26 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-/// The workspace root.
-pub fn workspace_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("smalloc-ffi lives in the workspace")
-        .to_path_buf()
-}
-
-/// The cargo target directory: `CARGO_TARGET_DIR` if set, else the closest
-/// ancestor of this test executable that cargo marked with `CACHEDIR.TAG`.
-pub fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return workspace_dir().join(dir);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| workspace_dir().join("target"))
-}
+use devutils::target_dir;
 
 /// Modification time of `path` (the epoch if it cannot be read).
 fn mtime(path: &Path) -> SystemTime {
