@@ -1,9 +1,11 @@
 //! Command-line options.
 
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
 use regex::Regex;
 
 /// Output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Tables for people.
     Text,
@@ -12,6 +14,7 @@ pub enum Format {
     /// One document.
     Json,
     /// Internal: what an `--isolate` child prints to its parent.
+    #[value(hide = true)]
     Raw,
 }
 
@@ -46,108 +49,113 @@ pub struct Config {
     pub list: bool,
 }
 
-/// Help text.
-pub const USAGE: &str = "\
-usage: bench --compare [options]
-
-  --compare          run every workload with every allocator and compare
-  --smalloc-only     run smalloc alone (no peers)
-  --only A,B         run only these allocators (smalloc, system, mimalloc,
-                     jemalloc, snmalloc, rpmalloc)
-  --threads N[,M..]  multi-threaded thread counts (default: cores and 32);
-                     single-threaded rows always run
-  --iters N          operations per batch for every workload
-                     (default: per workload, see --list)
-  --batches N        measured batches per allocator and row (default 7)
-  --warmup N         warm-up batches per allocator and row (default 1)
-  --seed N           seed of the random choices (default 1)
-  --filter REGEX     only rows whose label (e.g. tiny@1, larson@32) matches
-  --thorough         3x the operations per batch and 21 batches
-  --format F         text (default), csv or json
-  --isolate          run each allocator in its own child process and report
-                     its peak RSS, page faults and CPU time
-  --svg FILE         also write the summary as an SVG bar chart
-  --list             list the workloads and allocators
-";
-
-fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-    v.parse().map_err(|_| format!("{flag}: cannot parse {v:?}"))
+/// The command line as clap sees it; [`parse`] turns it into a [`Config`].
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench",
+    about = "smalloc against glibc, mimalloc, jemalloc, snmalloc and rpmalloc, side by side"
+)]
+struct Args {
+    /// Run every workload with every allocator and compare
+    #[arg(long)]
+    compare: bool,
+    /// Run smalloc alone (no peers)
+    #[arg(long, conflicts_with = "only")]
+    smalloc_only: bool,
+    /// Run only these allocators (smalloc, system, mimalloc, jemalloc, snmalloc, rpmalloc)
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Multi-threaded thread counts (default: cores and 32); single-threaded rows always run
+    #[arg(long, value_name = "N,M", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Operations per batch for every workload (default: per workload, see --list)
+    #[arg(long, value_name = "N")]
+    iters: Option<u64>,
+    /// Measured batches per allocator and row (default 7, with --thorough 21)
+    #[arg(long, value_name = "N")]
+    batches: Option<usize>,
+    /// Warm-up batches per allocator and row
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    warmup: usize,
+    /// Seed of the random choices
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Only rows whose label (e.g. tiny@1, larson@32) matches
+    #[arg(long, value_name = "REGEX")]
+    filter: Option<Regex>,
+    /// 3x the operations per batch and 21 batches
+    #[arg(long)]
+    thorough: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Run each allocator in its own child process and report its peak RSS, page faults and CPU time
+    #[arg(long)]
+    isolate: bool,
+    /// Also write the summary as an SVG bar chart
+    #[arg(long, value_name = "FILE")]
+    svg: Option<String>,
+    /// List the workloads and allocators
+    #[arg(long)]
+    list: bool,
 }
 
-/// Parses the arguments (without the program name).
-pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Config, String> {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut c = Config {
-        compare: false,
-        allocs: crate::allocators::all_names()
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        threads: vec![cores, 32],
-        iters: None,
-        batches: 7,
-        warmup: 1,
-        seed: 1,
-        filter: None,
-        thorough: false,
-        format: Format::Text,
-        isolate: false,
-        svg: None,
-        list: false,
-    };
-    let mut batches = None;
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--compare" => c.compare = true,
-            "--smalloc-only" => c.allocs = vec!["smalloc".into()],
-            "--only" => {
-                let v: String = num("--only", it.next())?;
-                c.allocs = v.split(',').map(String::from).collect();
-            }
-            "--threads" => {
-                let v: String = num("--threads", it.next())?;
-                c.threads = v
-                    .split(',')
-                    .map(|x| num("--threads", Some(x.to_string())))
-                    .collect::<Result<_, _>>()?;
-                if c.threads.contains(&0) {
-                    return Err("--threads: counts must be at least 1".into());
-                }
-            }
-            "--iters" => c.iters = Some(num("--iters", it.next())?),
-            "--batches" => batches = Some(num::<usize>("--batches", it.next())?.max(1)),
-            "--warmup" => c.warmup = num("--warmup", it.next())?,
-            "--seed" => c.seed = num("--seed", it.next())?,
-            "--filter" => {
-                let v: String = num("--filter", it.next())?;
-                c.filter = Some(Regex::new(&v).map_err(|e| format!("--filter: {e}"))?);
-            }
-            "--thorough" => c.thorough = true,
-            "--format" => {
-                c.format = match num::<String>("--format", it.next())?.as_str() {
-                    "text" => Format::Text,
-                    "csv" => Format::Csv,
-                    "json" => Format::Json,
-                    "raw" => Format::Raw,
-                    f => return Err(format!("--format: unknown format {f:?}")),
-                }
-            }
-            "--isolate" => c.isolate = true,
-            "--svg" => c.svg = Some(num("--svg", it.next())?),
-            "--list" => c.list = true,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
+/// Parses the process's command line; exits with clap's message on an
+/// error or for `--help`.
+pub fn parse() -> Config {
+    let a = Args::parse();
+    if a.threads.contains(&0) {
+        Args::command()
+            .error(
+                ErrorKind::ValueValidation,
+                "--threads: counts must be at least 1",
+            )
+            .exit();
     }
-    c.batches = batches.unwrap_or(if c.thorough { 21 } else { 7 });
     let known = crate::allocators::all_names();
-    if let Some(bad) = c.allocs.iter().find(|a| !known.contains(&a.as_str())) {
-        return Err(format!(
-            "allocator {bad:?} is not in this build (have: {})",
-            known.join(", ")
-        ));
+    let allocs: Vec<String> = if a.smalloc_only {
+        vec!["smalloc".into()]
+    } else if a.only.is_empty() {
+        known.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.only
+    };
+    if let Some(bad) = allocs.iter().find(|x| !known.contains(&x.as_str())) {
+        Args::command()
+            .error(
+                ErrorKind::InvalidValue,
+                format!(
+                    "allocator {bad:?} is not in this build (have: {})",
+                    known.join(", ")
+                ),
+            )
+            .exit();
     }
-    Ok(c)
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    Config {
+        compare: a.compare,
+        allocs,
+        threads: if a.threads.is_empty() {
+            vec![cores, 32]
+        } else {
+            a.threads
+        },
+        iters: a.iters,
+        batches: a
+            .batches
+            .map_or(if a.thorough { 21 } else { 7 }, |b| b.max(1)),
+        warmup: a.warmup,
+        seed: a.seed,
+        filter: a.filter,
+        thorough: a.thorough,
+        format: a.format,
+        isolate: a.isolate,
+        svg: a.svg,
+        list: a.list,
+    }
+}
+
+/// Prints the help (for a run without `--compare` or `--list`).
+pub fn print_help() {
+    let _ = Args::command().print_help();
 }

@@ -61,22 +61,13 @@ fn compare(c: &Config) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let c = match cli::parse(std::env::args().skip(1)) {
-        Ok(c) => c,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("bench: {e}\n");
-            }
-            eprint!("{}", cli::USAGE);
-            return ExitCode::from(if e.is_empty() { 0 } else { 2 });
-        }
-    };
+    let c = cli::parse();
     if c.list {
         list();
         return ExitCode::SUCCESS;
     }
     if !c.compare {
-        eprint!("{}", cli::USAGE);
+        cli::print_help();
         return ExitCode::from(2);
     }
     match compare(&c) {
