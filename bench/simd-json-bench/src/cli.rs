@@ -4,29 +4,6 @@ use std::path::PathBuf;
 
 use crate::measure::Parser;
 
-pub const HELP: &str = "\
-simd-json-bench: parse the JSON corpus with simd-json and serde_json; the
-global allocator is chosen at build time by cargo feature.
-
-usage: simd-json-bench [options]                 measure with this build's allocator
-       simd-json-bench --compare NAME=BIN,...    run several builds interleaved, ratio table
-       simd-json-bench --which                   print this build's allocator
-
-options:
-  --data DIR          read DIR/NAME.json for the seven corpus documents
-                      (default: generated documents of the same shapes)
-  --scale F           size of the generated documents, 1.0 = the real ones' (default 1)
-  --files A,B         only these documents (apache_builds, canada, citm_catalog,
-                      event_stacktrace_10kb, github_events, log, twitter)
-  --parsers A,B       only these parsers (simd-borrowed, simd-owned, serde_json)
-  --ms N              parse time per (document, parser) cell (default 200)
-  --iters N           exactly N timed parses per cell instead of --ms
-  --warmup N          untimed parses first (default 2)
-  --threads N         N threads parse at once, throughput summed (default 1)
-  --format text|csv   output (default text)
-  --rounds N          with --compare: runs of each build (default 5)
-";
-
 /// Parsed options.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -40,7 +17,6 @@ pub struct Options {
     pub threads: usize,
     pub csv: bool,
     pub which: bool,
-    pub help: bool,
     /// `--compare`: (name, binary) of each build.
     pub compare: Vec<(String, PathBuf)>,
     pub rounds: usize,
@@ -70,74 +46,95 @@ impl Options {
     }
 }
 
-fn number<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-    v.parse()
-        .map_err(|_| format!("{flag}: cannot parse {v:?} as a number"))
+/// The command line as clap sees it; [`parse`] turns it into [`Options`].
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "simd-json-bench",
+    about = "Parse the JSON corpus with simd-json and serde_json; the global allocator is \
+             chosen at build time by cargo feature. Without --compare or --which: measure with \
+             this build's allocator."
+)]
+struct Args {
+    /// Read DIR/NAME.json for the seven corpus documents (default: generated documents of
+    /// the same shapes)
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Size of the generated documents, 1.0 = the real ones'
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    scale: f64,
+    /// Only these documents (apache_builds, canada, citm_catalog, event_stacktrace_10kb,
+    /// github_events, log, twitter)
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    files: Vec<String>,
+    /// Only these parsers (simd-borrowed, simd-owned, serde_json)
+    #[arg(long, value_name = "A,B", value_delimiter = ',', value_parser = parser)]
+    parsers: Vec<Parser>,
+    /// Parse time per (document, parser) cell
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    ms: u64,
+    /// Exactly N timed parses per cell instead of --ms
+    #[arg(long, value_name = "N")]
+    iters: Option<u64>,
+    /// Untimed parses first
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    warmup: u64,
+    /// N threads parse at once, throughput summed
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
+    /// Output format
+    #[arg(long, value_parser = ["text", "csv"], default_value = "text")]
+    format: String,
+    /// Print this build's allocator
+    #[arg(long)]
+    which: bool,
+    /// Run several builds interleaved and print a ratio table
+    #[arg(long, value_name = "NAME=BIN,...", value_delimiter = ',', value_parser = build)]
+    compare: Vec<(String, PathBuf)>,
+    /// With --compare: runs of each build
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    rounds: usize,
 }
 
-fn list(v: &str) -> Vec<String> {
-    v.split(',')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
+fn parser(name: &str) -> Result<Parser, String> {
+    Parser::from_name(name).ok_or(format!("unknown parser {name:?}"))
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
-    let mut o = Options {
-        data: None,
-        scale: 1.0,
-        files: Vec::new(),
-        parsers: Parser::ALL.to_vec(),
-        ms: 200,
-        iters: None,
-        warmup: 2,
-        threads: 1,
-        csv: false,
-        which: false,
-        help: false,
-        compare: Vec::new(),
-        rounds: 5,
-    };
-    let mut args = args.into_iter();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--data" => o.data = Some(args.next().ok_or("--data needs a directory")?.into()),
-            "--scale" => o.scale = number("--scale", args.next())?,
-            "--files" => o.files = list(&args.next().ok_or("--files needs a list")?),
-            "--parsers" => {
-                let names = list(&args.next().ok_or("--parsers needs a list")?);
-                o.parsers = names
-                    .iter()
-                    .map(|n| Parser::from_name(n).ok_or(format!("unknown parser {n:?}")))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--ms" => o.ms = number("--ms", args.next())?,
-            "--iters" => o.iters = Some(number("--iters", args.next())?),
-            "--warmup" => o.warmup = number("--warmup", args.next())?,
-            "--threads" => o.threads = number("--threads", args.next())?,
-            "--rounds" => o.rounds = number("--rounds", args.next())?,
-            "--format" => match args.next().as_deref() {
-                Some("csv") => o.csv = true,
-                Some("text") => o.csv = false,
-                other => return Err(format!("--format: text or csv, not {other:?}")),
-            },
-            "--which" => o.which = true,
-            "--compare" => {
-                for item in list(&args.next().ok_or("--compare needs NAME=BIN,...")?) {
-                    let (name, bin) = item
-                        .split_once('=')
-                        .ok_or(format!("--compare: {item:?} is not NAME=BIN"))?;
-                    o.compare.push((name.to_string(), bin.into()));
-                }
-            }
-            "-h" | "--help" => o.help = true,
-            other => return Err(format!("unknown option {other:?} (see --help)")),
-        }
+fn build(item: &str) -> Result<(String, PathBuf), String> {
+    let (name, bin) = item
+        .split_once('=')
+        .ok_or(format!("{item:?} is not NAME=BIN"))?;
+    Ok((name.to_string(), bin.into()))
+}
+
+/// Parses the process's command line; exits with clap's message on an
+/// error or for `--help`.
+pub fn parse() -> Options {
+    use clap::{CommandFactory, Parser as _};
+    let a = Args::parse();
+    if a.threads == 0 || a.rounds == 0 || a.scale <= 0.0 {
+        Args::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "--threads, --rounds and --scale must be positive",
+            )
+            .exit();
     }
-    if o.threads == 0 || o.rounds == 0 || o.scale <= 0.0 {
-        return Err("--threads, --rounds and --scale must be positive".into());
+    Options {
+        data: a.data,
+        scale: a.scale,
+        files: a.files,
+        parsers: if a.parsers.is_empty() {
+            Parser::ALL.to_vec()
+        } else {
+            a.parsers
+        },
+        ms: a.ms,
+        iters: a.iters,
+        warmup: a.warmup,
+        threads: a.threads,
+        csv: a.format == "csv",
+        which: a.which,
+        compare: a.compare,
+        rounds: a.rounds,
     }
-    Ok(o)
 }

@@ -19,17 +19,7 @@ use std::time::Duration;
 use measure::Budget;
 
 fn main() {
-    let opts = match cli::parse(std::env::args().skip(1)) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("simd-json-bench: {e}");
-            std::process::exit(2);
-        }
-    };
-    if opts.help {
-        print!("{}", cli::HELP);
-        return;
-    }
+    let opts = cli::parse();
     if opts.which {
         println!("{}", alloc::NAME);
         return;
