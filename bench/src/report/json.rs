@@ -1,134 +1,102 @@
 //! JSON: one document with the machine, every row's cells, the summary
-//! and (with `--isolate`) each allocator's resource use. Written by hand;
-//! numbers that are not finite become `null`.
+//! and (with `--isolate`) each allocator's resource use. Numbers that are
+//! not finite become `null`.
 
-use std::fmt::Write;
+use serde_json::{Map, Value, json};
 
 use super::{Analysis, cell_summary, machine, ratio};
 use crate::isolate::Usage;
 use crate::measure::Row;
 
-/// A JSON string literal.
-fn string(s: &str) -> String {
-    let mut o = String::from("\"");
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-/// A JSON number (or null).
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
-    }
-}
-
 /// Renders the document.
 pub fn render(rows: &[Row], an: &Analysis, usage: &[Usage]) -> String {
     let (cpu, cores) = machine();
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "{{\"machine\":{{\"cpu\":{},\"cores\":{cores}}},\"unit\":\"ns_per_op\",\"rows\":[",
-        string(&cpu)
-    );
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        let _ = write!(
-            s,
-            "{{\"workload\":{},\"threads\":{},\"label\":{},\"results\":[",
-            string(r.spec.workload.name),
-            r.spec.threads,
-            string(&r.spec.label())
-        );
-        for (j, c) in r.cells.iter().enumerate() {
-            let x = cell_summary(r, &c.alloc).expect("cell exists");
-            let samples: Vec<String> = c.samples.iter().map(|&v| num(v)).collect();
-            let ratio = if c.alloc == "smalloc" {
-                "null".into()
-            } else {
-                ratio(r, &c.alloc).map_or("null".into(), num)
-            };
-            let _ = write!(
-                s,
-                "{}{{\"allocator\":{},\"median_ns\":{},\"min_ns\":{},\"max_ns\":{},\
-                 \"mad_pct\":{},\"smalloc_ratio\":{ratio},\"samples\":[{}]}}",
-                if j > 0 { "," } else { "" },
-                string(&c.alloc),
-                num(x.median),
-                num(x.min),
-                num(x.max),
-                num(x.mad_pct),
-                samples.join(",")
-            );
-        }
-        s.push_str("]}");
-    }
-    s.push_str("],\"summary\":{\"geomean_ratio\":{");
-    for (i, p) in an.peers.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}{}:{{\"ratio\":{},\"wins\":{},\"rows\":{}}}",
-            if i > 0 { "," } else { "" },
-            string(&p.peer),
-            num(p.geomean),
-            p.wins,
-            p.rows
-        );
-    }
-    s.push_str("},\"losses\":[");
-    for (i, l) in an.losses.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}{{\"label\":{},\"peer\":{},\"ratio\":{},\"smalloc_ns\":{},\"peer_ns\":{}}}",
-            if i > 0 { "," } else { "" },
-            string(&l.label),
-            string(&l.peer),
-            num(l.ratio),
-            num(l.smalloc_ns),
-            num(l.peer_ns)
-        );
-    }
-    s.push_str("]},\"isolate\":[");
-    for (i, u) in usage.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}{{\"allocator\":{},\"peak_rss_kib\":{},\"minor_faults\":{},\"major_faults\":{},\
-             \"user_s\":{},\"sys_s\":{},\"wall_s\":{}}}",
-            if i > 0 { "," } else { "" },
-            string(&u.alloc),
-            u.max_rss_kib,
-            u.minflt,
-            u.majflt,
-            num(u.user_s),
-            num(u.sys_s),
-            num(u.wall_s)
-        );
-    }
-    s.push_str("]}\n");
-    s
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let results: Vec<Value> = r
+                .cells
+                .iter()
+                .map(|c| {
+                    let x = cell_summary(r, &c.alloc).expect("cell exists");
+                    let ratio = if c.alloc == "smalloc" {
+                        None
+                    } else {
+                        ratio(r, &c.alloc)
+                    };
+                    json!({
+                        "allocator": c.alloc,
+                        "median_ns": x.median,
+                        "min_ns": x.min,
+                        "max_ns": x.max,
+                        "mad_pct": x.mad_pct,
+                        "smalloc_ratio": ratio,
+                        "samples": c.samples,
+                    })
+                })
+                .collect();
+            json!({
+                "workload": r.spec.workload.name,
+                "threads": r.spec.threads,
+                "label": r.spec.label(),
+                "results": results,
+            })
+        })
+        .collect();
+    let geomean: Map<String, Value> = an
+        .peers
+        .iter()
+        .map(|p| {
+            let v = json!({"ratio": p.geomean, "wins": p.wins, "rows": p.rows});
+            (p.peer.clone(), v)
+        })
+        .collect();
+    let losses: Vec<Value> = an
+        .losses
+        .iter()
+        .map(|l| {
+            json!({
+                "label": l.label,
+                "peer": l.peer,
+                "ratio": l.ratio,
+                "smalloc_ns": l.smalloc_ns,
+                "peer_ns": l.peer_ns,
+            })
+        })
+        .collect();
+    let isolate: Vec<Value> = usage
+        .iter()
+        .map(|u| {
+            json!({
+                "allocator": u.alloc,
+                "peak_rss_kib": u.max_rss_kib,
+                "minor_faults": u.minflt,
+                "major_faults": u.majflt,
+                "user_s": u.user_s,
+                "sys_s": u.sys_s,
+                "wall_s": u.wall_s,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "machine": {"cpu": cpu, "cores": cores},
+        "unit": "ns_per_op",
+        "rows": rows,
+        "summary": {"geomean_ratio": geomean, "losses": losses},
+        "isolate": isolate,
+    });
+    format!("{doc}\n")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use serde_json::json;
 
     #[test]
-    fn strings_are_escaped() {
-        assert_eq!(string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
-        assert_eq!(num(f64::NAN), "null");
+    fn numbers_that_are_not_finite_are_null() {
+        assert_eq!(
+            json!({"x": f64::NAN, "y": 1.5}).to_string(),
+            r#"{"x":null,"y":1.5}"#
+        );
     }
 }
