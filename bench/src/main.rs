@@ -12,7 +12,6 @@ mod measure;
 mod report;
 #[cfg(feature = "rpmalloc")]
 mod rpmalloc_alloc;
-mod stats;
 mod workloads;
 
 use std::process::ExitCode;

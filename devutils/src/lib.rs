@@ -9,6 +9,8 @@
 //!   tag, verifies contents, alignment and non-overlap.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod stats;
+
 use std::collections::BTreeMap;
 
 /// SplitMix64: tiny, fast, statistically fine for workload generation.

@@ -3,6 +3,7 @@
 //! build r mod n), and prints the median throughput of every (document,
 //! parser) cell per build with smalloc's ratio to each other build.
 
+use devutils::stats::summarize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -72,25 +73,12 @@ impl Results {
 
 /// The median of `v` (not empty).
 fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+    summarize(v).median
 }
 
 /// Median absolute deviation in percent of the median.
 fn mad_pct(v: &[f64]) -> f64 {
-    let m = median(v);
-    let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
-    if m > 0.0 {
-        median(&dev) / m * 100.0
-    } else {
-        0.0
-    }
+    summarize(v).mad_pct
 }
 
 /// Checks that each binary was built with the allocator it is named after.

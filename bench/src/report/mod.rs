@@ -6,7 +6,7 @@ pub mod svg;
 pub mod text;
 
 use crate::measure::Row;
-use crate::stats::{Summary, geomean, summarize};
+use devutils::stats::{Summary, geomean, summarize};
 
 /// smalloc's median over a peer's median in `row` (below 1: smalloc is
 /// faster), if both ran.

@@ -1,4 +1,5 @@
-//! Median and spread of a cell's batches, and the geometric mean.
+//! Median and spread of repeated measurements, and the geometric mean:
+//! one definition for every benchmark of the workspace.
 
 /// Summary of one cell's samples (ns/op per batch).
 #[derive(Clone, Copy, Debug, PartialEq)]
