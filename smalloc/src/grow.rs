@@ -86,7 +86,7 @@ pub const fn moves_on_shrink(cur_sc: u32, new_sc: u32) -> bool {
 /// block's alignment) and do not fit its current slot. The C front end,
 /// which does not know the old size, passes the old slot's size.
 #[inline]
-pub const fn target_sc(old_size: usize, new_size: usize, new_sc: u32) -> u32 {
+const fn target_sc(old_size: usize, new_size: usize, new_sc: u32) -> u32 {
     if doubles_past_jump(old_size, new_size) && new_sc <= DOUBLING_SC && DOUBLING_SC <= MAX_SC {
         DOUBLING_SC
     } else {
@@ -101,12 +101,12 @@ const fn doubles_past_jump(old_size: usize, new_size: usize) -> bool {
     new_size > DOUBLING_JUMP_ABOVE && new_size % 2 == 0 && new_size / 2 == old_size
 }
 
-/// Whether the C `realloc` keeps a block of a slot of `slot_size` bytes that
-/// it asks to hold `new_size <= slot_size` bytes, where the shrink rule
-/// ([`shrink_leaves_slot`]) would move it to a smaller slot.
+/// Whether [`realloc_slot`] without the old size (C's `realloc`) keeps a
+/// block of a slot of `slot_size` bytes that is asked to hold `new_size <=
+/// slot_size` bytes, where the shrink rule ([`shrink_leaves_slot`]) would
+/// move it to a smaller slot.
 ///
-/// The C front end cannot tell growth from shrinking (it does not know the
-/// old size), so a doubling array that [`target_sc`] put in a 2 MiB slot
+/// Without the old size growth cannot be told from shrinking, so a doubling array that [`target_sc`] put in a 2 MiB slot
 /// at 128 KiB would be moved out again at 256 KiB (an eighth of the slot)
 /// and back at 512 KiB: copied twice where the ladder copied once. Such an
 /// array asks for powers of two (it doubled from a whole slot), so a 2 MiB
@@ -114,7 +114,7 @@ const fn doubles_past_jump(old_size: usize, new_size: usize) -> bool {
 /// [`DOUBLING_JUMP_ABOVE`]. A real shrink to exactly such a size keeps the
 /// slot too, as shrinking to any size above an eighth does.
 #[inline]
-pub const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
+const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
     DOUBLING_SC <= MAX_SC
         && slot_size == 1 << DOUBLING_SC
         && new_size > DOUBLING_JUMP_ABOVE
@@ -126,7 +126,7 @@ pub const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
 /// `align`. `old_size` is the block's size when the caller knows it (Rust),
 /// `None` when it knows only the slot (C: the slot's size stands for it, and
 /// a doubling block that a jump placed in a 2 MiB slot stays there, see
-/// [`c_keeps_doubling_block`]). Returns `p` when the block stays, else a
+/// `c_keeps_doubling_block`). Returns `p` when the block stays, else a
 /// new block holding the kept bytes (`p` is then freed), or null when no
 /// slot or mapping could be had (`p` untouched). `big` maps a block above
 /// the largest slot (each front end keeps its own kind).

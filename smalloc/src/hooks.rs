@@ -9,7 +9,7 @@ use crate::layout::{MAX_SC, MIN_SC};
 
 /// Base address of the reservation, or `None` before it exists. For
 /// diagnostics.
-pub fn region_base() -> Option<usize> {
+pub fn reservation_base() -> Option<usize> {
     let base = crate::reservation::base_raw();
     crate::reservation::is_ready(base).then_some(base)
 }
@@ -30,7 +30,7 @@ pub struct ListUsage {
 /// exists or while the list was never used.
 pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
     debug_assert!(slab < crate::layout::NUM_SLABS && (MIN_SC..=MAX_SC).contains(&sc));
-    let Some(base) = region_base() else {
+    let Some(base) = reservation_base() else {
         return ListUsage::default();
     };
     let addr = crate::layout::slab_addr(base, slab);

@@ -275,7 +275,7 @@ fn growing_blocks_keep_their_contents_up_to_64_mib() {
 /// The number of mappings (lines of /proc/self/maps) that overlap
 /// smalloc's reservation.
 fn vmas_in_reservation() -> usize {
-    let base = smalloc::hooks::region_base().expect("reserved");
+    let base = smalloc::hooks::reservation_base().expect("reserved");
     let end = base + smalloc::layout::TOTAL_SIZE;
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     maps.lines()
