@@ -3,10 +3,9 @@
 # SMALLOC_SO, BUILD_SMALLOC=0. Sets: lib_of, smalloc_so, present (the
 # allocators whose library exists; the others are skipped with a message).
 
-# The library of each allocator ("" for glibc: no preload). smalloc-prev is
-# another libsmalloc.so to compare with (A/B runs), given by SMALLOC_PREV_SO;
-# NAME=PATH names a library of your own to preload (e.g. an older build of
-# libsmalloc.so for an A/B run).
+# The library of each allocator ("" for glibc: no preload). NAME=PATH names
+# a library of your own to preload (e.g. another commit's libsmalloc.so, to
+# see its peak RSS; bench/ab.sh is the A/B path for time).
 libdir="/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
 lib_of() {
     case "$1" in
@@ -15,7 +14,6 @@ lib_of() {
         jemalloc) echo "$libdir/libjemalloc.so.2" ;;
         mimalloc) echo "$libdir/libmimalloc.so.2" ;;
         tcmalloc) echo "$libdir/libtcmalloc_minimal.so.4" ;;
-        smalloc-prev) echo "${SMALLOC_PREV_SO:?smalloc-prev needs SMALLOC_PREV_SO=path/to/libsmalloc.so}" ;;
         *=*) echo "${1#*=}" ;;
         *) echo "unknown allocator $1" >&2; exit 2 ;;
     esac

@@ -8,8 +8,7 @@
 # Environment (all optional):
 #   PROGRAMS   programs to run (default: larson xmalloc-test cache-thrash cache-scratch mstress)
 #   ALLOCS     allocators (default: glibc smalloc jemalloc mimalloc tcmalloc;
-#              also smalloc-prev: the library in SMALLOC_PREV_SO, and
-#              NAME=path/to/lib.so: any library of your own, for A/B runs)
+#              also NAME=path/to/lib.so: any library of your own)
 #   THREADS    thread counts (default: "2 8")
 #   RUNS       runs of each (program, threads, allocator) (default 5)
 #   SCALE      multiplies every program's amount of work (default 1; 0.1 is quick)

@@ -31,7 +31,7 @@ pub static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static SNMALLOC: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
 #[cfg(feature = "rpmalloc")]
 /// rpmalloc.
-pub static RPMALLOC: crate::rpmalloc_alloc::RpMalloc = crate::rpmalloc_alloc::RpMalloc;
+pub static RPMALLOC: crate::rpmalloc_alloc::RpMalloc<false> = crate::rpmalloc_alloc::RpMalloc;
 
 impl BenchAlloc for smalloc::Smalloc {
     const IS_SMALLOC: bool = true;
@@ -43,6 +43,15 @@ impl BenchAlloc for mimalloc::MiMalloc {}
 impl BenchAlloc for tikv_jemallocator::Jemalloc {}
 #[cfg(feature = "snmalloc")]
 impl BenchAlloc for snmalloc_rs::SnMalloc {}
+#[cfg(feature = "rpmalloc")]
+impl BenchAlloc for crate::rpmalloc_alloc::RpMalloc<false> {
+    fn thread_start(&self) {
+        crate::rpmalloc_alloc::thread_start();
+    }
+    fn thread_end(&self) {
+        crate::rpmalloc_alloc::thread_end();
+    }
+}
 
 /// Names of every allocator compiled in, smalloc first (the order of the
 /// columns and of the interleaved batches).

@@ -4,15 +4,12 @@
 //! bench/README.md for the workloads and how to read the output.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod allocators;
 mod cli;
-mod harness;
 mod isolate;
 mod measure;
 mod report;
-#[cfg(feature = "rpmalloc")]
-mod rpmalloc_alloc;
-mod workloads;
+
+use bench::{allocators, harness, workloads};
 
 use std::process::ExitCode;
 

@@ -62,7 +62,7 @@ mod chosen {
 ))]
 mod chosen {
     #[global_allocator]
-    static GLOBAL: crate::rpmalloc_global::RpMalloc = crate::rpmalloc_global::RpMalloc;
+    static GLOBAL: bench::rpmalloc_alloc::RpMalloc<true> = bench::rpmalloc_alloc::RpMalloc;
     pub const NAME: &str = "rpmalloc";
 }
 
@@ -70,3 +70,12 @@ mod chosen {
 /// features are on, the first of system, mimalloc, jemalloc, snmalloc,
 /// rpmalloc wins).
 pub const NAME: &str = chosen::NAME;
+
+/// Whether the global allocator is smalloc.
+pub const IS_SMALLOC: bool = cfg!(not(any(
+    feature = "global-system",
+    feature = "global-mimalloc",
+    feature = "global-jemalloc",
+    feature = "global-snmalloc",
+    feature = "global-rpmalloc"
+)));

@@ -1,16 +1,26 @@
 //! Paired A/B benchmarks on tango-bench: this binary's global allocator is
-//! smalloc, or a peer picked by a `global-*` feature; tango compares two such
-//! binaries (another allocator, or smalloc at another commit), running both
-//! side by side in child processes. Commands: bench/README.md, "Paired A/B
-//! benchmarks". `tango --which` prints the global allocator.
+//! smalloc, or a peer picked by a `global-*` feature; tango runs two such
+//! binaries (smalloc at another commit, or another allocator) side by side
+//! in child processes. `bash bench/ab.sh REV` is the way to run it; the
+//! benchmarks and commands are in bench/README.md, "A/B runs".
+//! `tango --which` prints the global allocator.
 
+// simd-json-bench's documents and parse loop, for the json benchmarks.
+#[allow(dead_code)]
+#[path = "../../simd-json-bench/src/corpus.rs"]
+mod corpus;
+mod everyday;
+#[allow(dead_code, unused_imports)] // (its unit test is not compiled here)
+#[path = "../../simd-json-bench/src/generate.rs"]
+mod generate;
 mod global;
-// rpmalloc as a global allocator (lazy per-thread initialization); shared
-// with simd-json-bench.
-#[cfg(feature = "global-rpmalloc")]
-#[path = "../../simd-json-bench/src/rpmalloc_global.rs"]
-mod rpmalloc_global;
-mod workloads;
+mod json;
+#[allow(dead_code)]
+#[path = "../../simd-json-bench/src/measure.rs"]
+mod measure;
+mod preload;
+mod rows;
+mod timed;
 
 use tango_bench::IntoBenchmarks;
 
@@ -19,5 +29,9 @@ fn main() -> tango_bench::cli::Result<std::process::ExitCode> {
         println!("{}", global::NAME);
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    tango_bench::cli::run(workloads::all().into_benchmarks())
+    let mut all = everyday::all();
+    all.extend(rows::all());
+    all.extend(json::all());
+    all.extend(preload::all());
+    tango_bench::cli::run(all.into_benchmarks())
 }

@@ -11,7 +11,8 @@ mod corpus;
 mod generate;
 mod measure;
 #[cfg(feature = "rpmalloc")]
-mod rpmalloc_global;
+#[path = "../../src/rpmalloc_alloc.rs"]
+mod rpmalloc_alloc;
 mod rss;
 
 use std::time::Duration;

@@ -57,7 +57,7 @@ pub struct Sample {
 
 /// Parses `doc` with `parser` once; the value is dropped before returning.
 /// `scratch` holds the mutable copy simd-json parses in place.
-fn parse_once(parser: Parser, doc: &[u8], scratch: &mut Vec<u8>) -> Duration {
+pub fn parse_once(parser: Parser, doc: &[u8], scratch: &mut Vec<u8>) -> Duration {
     scratch.clear();
     scratch.extend_from_slice(doc);
     let start = Instant::now();

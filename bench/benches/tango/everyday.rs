@@ -1,4 +1,4 @@
-//! The benchmarks: everyday allocation patterns through std collections,
+//! Everyday allocation patterns through std collections,
 //! so every allocation goes to the global allocator. Each iteration does a
 //! fixed amount of work decided by tango's seed (the same on both sides of a
 //! comparison) and touches the memory it gets.
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 
 use devutils::Rng;
-use tango_bench::{Benchmark, IntoBenchmarks, benchmark_fn};
+use tango_bench::{Benchmark, benchmark_fn};
 
 /// `n` sizes drawn log-uniformly from `lo..=hi`.
 fn sizes(seed: u64, n: usize, lo: usize, hi: usize) -> Vec<usize> {
@@ -131,7 +131,7 @@ fn json() -> Benchmark {
 
 /// Every benchmark, with names stable across commits (tango pairs the two
 /// binaries' benchmarks by name).
-pub fn all() -> impl IntoBenchmarks {
+pub fn all() -> Vec<Benchmark> {
     let mut v = vec![
         burst("burst/1-64B", 1, 64),
         burst("burst/64B-4KiB", 64, 4096),

@@ -1,0 +1,9 @@
+//! The allocators, harness and workloads of `bench --compare`, shared by
+//! the `bench` binary and the paired A/B benchmarks (`benches/tango`).
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod allocators;
+pub mod harness;
+#[cfg(feature = "rpmalloc")]
+pub mod rpmalloc_alloc;
+pub mod workloads;
