@@ -37,22 +37,12 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, opt;
-    size_t total = 1000000;
-    writes = 100, size = 8;
-    while ((opt = getopt(argc, argv, "t:n:w:s:")) != -1) {
-        switch (opt) {
-        case 't': threads = (int)parse_size(optarg, usage); break;
-        case 'n': total = parse_size(optarg, usage); break;
-        case 'w': writes = parse_size(optarg, usage); break;
-        case 's': size = parse_size(optarg, usage); break;
-        default: fputs(usage, stderr); return 2;
-        }
-    }
-    if (threads < 1 || size < 1) {
-        fputs("cache-scratch: need -t >= 1, -s >= 1\n", stderr);
-        return 2;
-    }
+    struct cache_opts o;
+    int bad = parse_cache_opts(argc, argv, "cache-scratch", usage, &o);
+    if (bad) return bad;
+    int threads = o.threads;
+    size_t total = o.total;
+    writes = o.writes, size = o.size;
     per_thread = total / (size_t)threads;
     worker_t *w = xmalloc(sizeof(worker_t) * (size_t)threads);
     for (int i = 0; i < threads; i++) {

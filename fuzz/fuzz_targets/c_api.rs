@@ -18,7 +18,7 @@ use core::ffi::c_void;
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
-use smalloc_fuzz::{HUGE, Input, Live, MAX_SIZE, check, check_zero};
+use smalloc_fuzz::{HUGE, Input, Live, MAX_SIZE, check, check_zero, realloc_size};
 
 #[path = "../../smalloc-ffi/src/big.rs"]
 #[allow(dead_code)]
@@ -176,13 +176,7 @@ fn run(data: &[u8]) {
                 let Some((p, b)) = live.take(pick) else {
                     continue;
                 };
-                // Over-aligned or huge blocks may move by copying: keep the
-                // copy small.
-                let new_size = if b.size >= HUGE || b.align > 4096 {
-                    new_size.min(MAX_SIZE)
-                } else {
-                    new_size
-                };
+                let new_size = realloc_size(&b, new_size);
                 if new_size == 0 {
                     // SAFETY: `p` is live; realloc to 0 frees it.
                     let q = unsafe { smalloc_realloc(p.cast(), 0) };

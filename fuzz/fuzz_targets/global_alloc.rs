@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use libfuzzer_sys::fuzz_target;
 use smalloc_core::Smalloc;
 use smalloc_core::layout::{MAX_SC, size_class};
-use smalloc_fuzz::{HUGE, Input, Live, MAX_SIZE, check, check_zero};
+use smalloc_fuzz::{HUGE, Input, Live, check, check_zero, realloc_size};
 
 static A: Smalloc = Smalloc::new();
 
@@ -79,12 +79,7 @@ fn run(data: &[u8]) {
                 let Some((p, b)) = live.take(pick) else {
                     continue;
                 };
-                // Over-aligned or big-to-big moves copy: keep them small.
-                let new_size = if b.size >= HUGE || b.align > 4096 {
-                    new_size.min(MAX_SIZE)
-                } else {
-                    new_size
-                };
+                let new_size = realloc_size(&b, new_size);
                 let l = Layout::from_size_align(b.size, b.align).unwrap();
                 if !live.has_room(new_size) {
                     // SAFETY: `p` is live with layout `l`.

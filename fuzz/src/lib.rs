@@ -138,6 +138,16 @@ pub unsafe fn check_zero(p: *const u8, size: usize) {
     }
 }
 
+/// The size to realloc block `b` to, given the input's `new_size`: huge or
+/// over-aligned blocks may move by copying, so their copies are kept small.
+pub fn realloc_size(b: &Block, new_size: usize) -> usize {
+    if b.size >= HUGE || b.align > 4096 {
+        new_size.min(MAX_SIZE)
+    } else {
+        new_size
+    }
+}
+
 /// The live blocks of one fuzz run.
 #[derive(Default)]
 pub struct Live {
