@@ -8,6 +8,55 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+
+/**
+ * What `smalloc_mallinfo2` returns: glibc's `struct mallinfo2`, field for
+ * field. smalloc's slots are the "arena"; big allocations (above the
+ * largest slot, a mapping each) the mmapped blocks.
+ */
+typedef struct {
+  /**
+   * Bytes of the slots ever handed out.
+   */
+  size_t arena;
+  /**
+   * Freed slots waiting on smalloc's lists.
+   */
+  size_t ordblks;
+  /**
+   * Always 0 (glibc's fastbin blocks).
+   */
+  size_t smblks;
+  /**
+   * Big allocations.
+   */
+  size_t hblks;
+  /**
+   * Bytes mapped for big allocations.
+   */
+  size_t hblkhd;
+  /**
+   * Always 0.
+   */
+  size_t usmblks;
+  /**
+   * Always 0 (glibc's fastbin bytes).
+   */
+  size_t fsmblks;
+  /**
+   * Bytes of the slots in use (whole slots).
+   */
+  size_t uordblks;
+  /**
+   * Bytes of the freed slots on the lists.
+   */
+  size_t fordblks;
+  /**
+   * Bytes `smalloc_malloc_trim(0)` could give back to the kernel.
+   */
+  size_t keepcost;
+} smalloc_mallinfo2_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +167,33 @@ void smalloc_free_aligned_sized(void *ptr, size_t alignment, size_t size);
  * allocator). Reads no memory at `ptr`; any value may be passed.
  */
 bool smalloc_owns(const void *ptr);
+
+/**
+ * Prints smalloc's statistics report on stderr (what `malloc_stats` does
+ * under `LD_PRELOAD`). See docs/c-usage.md for how to read it.
+ */
+void smalloc_malloc_stats(void);
+
+/**
+ * The heap's statistics in glibc's `mallinfo2` shape.
+ */
+smalloc_mallinfo2_t smalloc_mallinfo2(void);
+
+/**
+ * Gives the pages of freed slots back to the kernel, keeping about `pad`
+ * bytes of them; returns 1 if it released any memory, else 0. Safe while
+ * other threads allocate and free.
+ */
+int smalloc_malloc_trim(size_t pad);
+
+/**
+ * Writes the heap's statistics as glibc's `malloc_info` XML document to
+ * `fp`. `options` must be 0; otherwise returns -1 with `errno = EINVAL`.
+ *
+ * # Safety
+ * `fp` is an open stdio stream.
+ */
+int smalloc_malloc_info(int options, FILE *fp);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -56,7 +56,7 @@ fn round_up(x: usize, to: usize) -> Option<usize> {
 
 /// Unmaps `[addr, addr + len)` of a mapping of ours (nothing if `len` is 0).
 fn unmap(addr: usize, len: usize) {
-    raw::unmap(ptr::with_exposed_provenance_mut(addr), len);
+    raw::unmap_block(ptr::with_exposed_provenance_mut(addr), len);
 }
 
 /// The header of the big allocation at `user`.
@@ -142,7 +142,11 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     };
     if new_len <= h.map_len {
         // Shrinking (or staying): drop the tail pages in place.
-        unmap(h.map_start + new_len, h.map_len - new_len);
+        raw::shrink_block(
+            ptr::with_exposed_provenance_mut(h.map_start),
+            h.map_len,
+            new_len,
+        );
         // SAFETY: the header lies in the part we kept.
         unsafe { (*header(user)).map_len = new_len };
         return p;
@@ -152,7 +156,7 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     // in place.
     let may_move = h.align <= page;
     let old: *mut u8 = ptr::with_exposed_provenance_mut(h.map_start);
-    if let Some(q) = raw::remap(old, h.map_len, new_len, may_move) {
+    if let Some(q) = raw::remap_block(old, h.map_len, new_len, may_move) {
         let new_start = q.expose_provenance();
         let new_user = new_start + offset;
         // SAFETY: the header moved with the mapping; we own it.

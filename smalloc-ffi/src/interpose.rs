@@ -6,7 +6,8 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::c_alloc;
+use crate::prefixed::smalloc_mallinfo2_t;
+use crate::{c_alloc, introspect};
 
 /// C `malloc`.
 #[unsafe(no_mangle)]
@@ -162,4 +163,38 @@ pub extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
     c_alloc::pvalloc(size)
+}
+
+/// glibc `malloc_stats`: smalloc's statistics report on stderr.
+#[unsafe(no_mangle)]
+pub extern "C" fn malloc_stats() {
+    introspect::malloc_stats()
+}
+
+/// glibc `mallinfo2`, filled from smalloc's statistics.
+#[unsafe(no_mangle)]
+pub extern "C" fn mallinfo2() -> smalloc_mallinfo2_t {
+    introspect::mallinfo2()
+}
+
+/// glibc `mallinfo` (the `int` fields, saturated).
+#[unsafe(no_mangle)]
+pub extern "C" fn mallinfo() -> introspect::Mallinfo {
+    introspect::mallinfo()
+}
+
+/// glibc `malloc_trim`: gives back the pages of freed slots beyond `pad`.
+#[unsafe(no_mangle)]
+pub extern "C" fn malloc_trim(pad: usize) -> c_int {
+    introspect::malloc_trim(pad)
+}
+
+/// glibc `malloc_info`: the XML statistics document on `fp`.
+///
+/// # Safety
+/// `fp` is an open stdio stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { introspect::malloc_info(options, fp) }
 }

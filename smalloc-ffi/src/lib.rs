@@ -43,9 +43,9 @@ mod errno;
 /// cbindgen:ignore
 mod interpose;
 /// cbindgen:ignore
+mod introspect;
+/// cbindgen:ignore
 mod lifecycle;
 /// cbindgen:ignore
 mod next;
 mod prefixed;
-/// cbindgen:ignore
-mod report;

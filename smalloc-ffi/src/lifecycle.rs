@@ -14,8 +14,8 @@
 //!   any instant leaves them consistent (at worst a block that a parent
 //!   thread was allocating or freeing at that instant is leaked in the
 //!   child).
-//! * Exit (an `.fini_array` entry): the optional usage report
-//!   ([`report`](crate::report)).
+//! * Exit (an `.fini_array` entry): the optional statistics report
+//!   (`SMALLOC_STATS`, [`introspect`](crate::introspect)).
 
 use smalloc_core::raw;
 
@@ -35,7 +35,7 @@ extern "C" fn on_fork_child() {
 
 /// Runs at exit.
 extern "C" fn on_exit() {
-    crate::report::at_exit();
+    crate::introspect::at_exit();
 }
 
 #[used]

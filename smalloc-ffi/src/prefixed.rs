@@ -6,7 +6,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::c_alloc;
+use crate::{c_alloc, introspect};
 
 /// Allocates `size` bytes aligned to 16. `smalloc_malloc(0)` returns a
 /// unique pointer that must be freed. Returns NULL with `errno = ENOMEM` on
@@ -147,4 +147,65 @@ pub unsafe extern "C" fn smalloc_free_aligned_sized(
 #[unsafe(no_mangle)]
 pub extern "C" fn smalloc_owns(ptr: *const c_void) -> bool {
     c_alloc::owns(ptr)
+}
+
+/// What `smalloc_mallinfo2` returns: glibc's `struct mallinfo2`, field for
+/// field. smalloc's slots are the "arena"; big allocations (above the
+/// largest slot, a mapping each) the mmapped blocks.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct smalloc_mallinfo2_t {
+    /// Bytes of the slots ever handed out.
+    pub arena: usize,
+    /// Freed slots waiting on smalloc's lists.
+    pub ordblks: usize,
+    /// Always 0 (glibc's fastbin blocks).
+    pub smblks: usize,
+    /// Big allocations.
+    pub hblks: usize,
+    /// Bytes mapped for big allocations.
+    pub hblkhd: usize,
+    /// Always 0.
+    pub usmblks: usize,
+    /// Always 0 (glibc's fastbin bytes).
+    pub fsmblks: usize,
+    /// Bytes of the slots in use (whole slots).
+    pub uordblks: usize,
+    /// Bytes of the freed slots on the lists.
+    pub fordblks: usize,
+    /// Bytes `smalloc_malloc_trim(0)` could give back to the kernel.
+    pub keepcost: usize,
+}
+
+/// Prints smalloc's statistics report on stderr (what `malloc_stats` does
+/// under `LD_PRELOAD`). See docs/c-usage.md for how to read it.
+#[unsafe(no_mangle)]
+pub extern "C" fn smalloc_malloc_stats() {
+    introspect::malloc_stats()
+}
+
+/// The heap's statistics in glibc's `mallinfo2` shape.
+#[unsafe(no_mangle)]
+pub extern "C" fn smalloc_mallinfo2() -> smalloc_mallinfo2_t {
+    introspect::mallinfo2()
+}
+
+/// Gives the pages of freed slots back to the kernel, keeping about `pad`
+/// bytes of them; returns 1 if it released any memory, else 0. Safe while
+/// other threads allocate and free.
+#[unsafe(no_mangle)]
+pub extern "C" fn smalloc_malloc_trim(pad: usize) -> c_int {
+    introspect::malloc_trim(pad)
+}
+
+/// Writes the heap's statistics as glibc's `malloc_info` XML document to
+/// `fp`. `options` must be 0; otherwise returns -1 with `errno = EINVAL`.
+///
+/// # Safety
+/// `fp` is an open stdio stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smalloc_malloc_info(options: c_int, fp: *mut libc::FILE) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { introspect::malloc_info(options, fp) }
 }

@@ -1,8 +1,8 @@
 //! Real programs under `LD_PRELOAD`, each compared with the same run
 //! without it: same output, exit status 0. Each preloaded run also writes
-//! smalloc's exit report (`SMALLOC_REPORT`), which proves the program's
-//! allocations really came from smalloc: the counts are read from
-//! smalloc's own free lists.
+//! smalloc's statistics at exit (`SMALLOC_STATS`), which prove the
+//! program's allocations really came from smalloc: the counts are read
+//! from smalloc's own free lists.
 
 mod common;
 
@@ -15,7 +15,7 @@ use common::*;
 /// Runs `make(dir)` once plainly and once with smalloc preloaded, each in
 /// its own empty directory; asserts both succeed with the same stdout and
 /// that some process of the preloaded run was handed at least `min_slots`
-/// distinct slots of at least `min_lists` (slab, size class) pairs, or got
+/// distinct slots of at least `min_lists` size classes, or got
 /// at least `min_bytes` of slots.
 /// Returns the stdout.
 fn compare(
@@ -34,7 +34,9 @@ fn compare(
 
     let plain = run_ok(make(&plain_dir).current_dir(&plain_dir));
     let mut cmd = make(&smalloc_dir);
-    preloaded(cmd.current_dir(&smalloc_dir)).env("SMALLOC_REPORT", &report);
+    preloaded(cmd.current_dir(&smalloc_dir))
+        .env("SMALLOC_STATS", "1")
+        .env("SMALLOC_STATS_FILE", &report);
     let with = run_ok(&mut cmd);
 
     let (a, b) = (
@@ -50,14 +52,14 @@ fn compare(
     }
     assert!(!a.trim().is_empty(), "{name} printed nothing");
 
-    let reports = read_reports(&report);
+    let reports = read_stats(&report);
     let busiest = reports.iter().max_by_key(|r| r.handed_out);
     let biggest = reports.iter().max_by_key(|r| r.bytes);
     assert!(
         reports
             .iter()
-            .any(|r| (r.handed_out >= min_slots && r.lists >= min_lists) || r.bytes >= min_bytes),
-        "{name}: no process reports {min_slots} slots handed out on {min_lists} lists \
+            .any(|r| (r.handed_out >= min_slots && r.classes >= min_lists) || r.bytes >= min_bytes),
+        "{name}: no process reports {min_slots} slots handed out in {min_lists} size classes \
          or {min_bytes} bytes; {} reports, busiest {busiest:?}, biggest {biggest:?}",
         reports.len()
     );

@@ -5,8 +5,54 @@
 //! `round_up(size, page)` bytes at an address aligned to `max(align, page)`.
 
 use core::ptr;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::sys;
+
+/// Big mappings live now, and their bytes (for statistics; cold paths
+/// only). Relaxed: counts, read by statistics only.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+static BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Big mappings live now and their bytes.
+pub fn usage() -> (u64, u64) {
+    let n = COUNT.load(Ordering::Relaxed) as u64;
+    (n, BYTES.load(Ordering::Relaxed) as u64)
+}
+
+/// Counts a mapping of `len` bytes made (`made`) or unmapped.
+fn note(len: usize, made: bool) {
+    if made {
+        COUNT.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(len, Ordering::Relaxed);
+    } else {
+        COUNT.fetch_sub(1, Ordering::Relaxed);
+        BYTES.fetch_sub(len, Ordering::Relaxed);
+    }
+}
+
+/// Unmaps a whole big mapping `[p, p + len)` made by [`map_block`] (or
+/// resized by [`remap_block`]).
+pub fn unmap_block(p: *mut u8, len: usize) {
+    sys::unmap(p, len);
+    note(len, false);
+}
+
+/// Shrinks the big mapping `[p, p + old)` to its first `new` bytes (both
+/// page multiples) in place, unmapping the rest.
+pub fn shrink_block(p: *mut u8, old: usize, new: usize) {
+    sys::unmap(p.wrapping_add(new), old - new);
+    BYTES.fetch_sub(old - new, Ordering::Relaxed);
+}
+
+/// Resizes the big mapping `[p, p + old)` to `new` bytes, moving it if
+/// needed and `may_move`; `None` (and the mapping untouched) if the kernel
+/// refuses.
+pub fn remap_block(p: *mut u8, old: usize, new: usize, may_move: bool) -> Option<*mut u8> {
+    let q = sys::remap(p, old, new, may_move)?;
+    BYTES.fetch_add(new.wrapping_sub(old), Ordering::Relaxed);
+    Some(q)
+}
 
 /// Length of the mapping for a request of `size` bytes; `None` on overflow.
 #[inline]
@@ -43,6 +89,7 @@ pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
         let offset = below.checked_add(align - 1)? & !(align - 1);
         let len = map_len(size.checked_add(offset)?)?;
         let start = sys::map(0, len, false)?;
+        note(len, true);
         return Some(Mapped {
             start,
             len,
@@ -59,6 +106,7 @@ pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
     let map_end = block.checked_add(map_len(size)?)?;
     sys::unmap(p, map_start - start);
     sys::unmap(p.wrapping_add(map_end - start), start + total - map_end);
+    note(map_end - map_start, true);
     Some(Mapped {
         start: p.wrapping_add(map_start - start),
         len: map_end - map_start,
@@ -73,7 +121,7 @@ pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
 #[cold]
 pub unsafe fn dealloc(p: *mut u8, size: usize) {
     if let Some(len) = map_len(size) {
-        sys::unmap(p, len);
+        unmap_block(p, len);
     }
 }
 
@@ -92,11 +140,11 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
     }
     if align <= sys::page_size() {
         // The kernel moves page tables instead of copying bytes.
-        return sys::remap(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
+        return remap_block(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
     }
     if new_len < old_len {
         // Shrinking keeps the aligned start: drop the tail.
-        sys::unmap(p.wrapping_add(new_len), old_len - new_len);
+        shrink_block(p, old_len, new_len);
         return p;
     }
     let q = alloc(new_size, align);

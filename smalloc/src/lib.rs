@@ -43,7 +43,9 @@ pub mod private_list;
 mod purge;
 pub mod raw;
 mod reservation;
+pub mod stats;
 mod sys;
+mod trim;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;

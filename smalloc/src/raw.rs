@@ -14,9 +14,9 @@ use crate::hot_path;
 
 /// Mappings of big blocks (above the largest slot), for a front end that
 /// keeps its own header below the block.
-pub use crate::big::{Mapped, map_block};
+pub use crate::big::{Mapped, map_block, remap_block, shrink_block, unmap_block};
 pub use crate::purge::alloc_zeroed_slot;
-pub use crate::sys::{page_size, remap, unmap};
+pub use crate::sys::page_size;
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
 /// if every slab of `sc` is empty. Null when no slot is left or the

@@ -103,6 +103,31 @@ pub unsafe fn release(p: *mut u8, len: usize) -> bool {
     unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
 }
 
+/// Bytes of `[addr, addr + len)` (page-aligned `addr`, inside a mapping of
+/// ours) that are resident (`mincore`); 0 if the kernel refuses.
+pub fn resident(addr: usize, len: usize) -> usize {
+    const CHUNK_PAGES: usize = 4096;
+    let page = page_size();
+    let mut vec = [0u8; CHUNK_PAGES];
+    let mut pages = 0;
+    let mut at = addr;
+    let end = addr.saturating_add(len);
+    while at < end {
+        let n = (end - at).min(CHUNK_PAGES * page);
+        // SAFETY: the range lies in a mapping of ours (the caller's
+        // contract) and `vec` has a byte for each of its pages.
+        if unsafe { libc::mincore(ptr_at(at), n, vec.as_mut_ptr()) } != 0 {
+            return 0;
+        }
+        pages += vec[..n.div_ceil(page)]
+            .iter()
+            .filter(|&&b| b & 1 != 0)
+            .count();
+        at += n;
+    }
+    pages * page
+}
+
 /// This process's id.
 pub fn pid() -> usize {
     // SAFETY: getpid has no preconditions and cannot fail.

@@ -115,34 +115,53 @@ pub fn run_preloaded_expect(exe: &Path, args: &[&OsStr], expect: &str) {
     );
 }
 
-/// One line of smalloc's exit report (see `SMALLOC_REPORT`).
+/// The numbers of one smalloc statistics report (`malloc_stats`, or
+/// `SMALLOC_STATS` at exit) that the tests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Report {
-    pub lists: u64,
+pub struct Stats {
+    /// Size classes that ever handed out a slot (rows of the table).
+    pub classes: u64,
+    /// Slots ever handed out.
     pub handed_out: u64,
+    /// Bytes of those slots.
     pub bytes: u64,
-    pub shared_frees: u64,
 }
 
-/// Parses the report lines of a `SMALLOC_REPORT` file.
-pub fn read_reports(path: &Path) -> Vec<Report> {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let field = |key: &str| -> Option<u64> {
-                let start = line.find(key)? + key.len();
-                let digits: String = line[start..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                digits.parse().ok()
-            };
-            Some(Report {
-                lists: field(" lists=")?,
-                handed_out: field(" handed_out=")?,
-                bytes: field(" bytes=")?,
-                shared_frees: field(" shared_frees=")?,
+impl Stats {
+    /// Parses the first report in `text`.
+    pub fn parse(text: &str) -> Option<Stats> {
+        let number = |what: &str| -> Option<u64> {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("MALLOC:") && l.ends_with(what))?;
+            line["MALLOC:".len()..]
+                .split_whitespace()
+                .find_map(|w| w.parse().ok())
+        };
+        let table = text
+            .split("------------------------------------------------")
+            .nth(2)?;
+        let classes = table
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u32>().is_ok())
             })
+            .count() as u64;
+        Some(Stats {
+            classes,
+            handed_out: number("Slots ever handed out")?,
+            bytes: number("Bytes of slots ever handed out")?,
         })
+    }
+}
+
+/// Parses the reports of a `SMALLOC_STATS_FILE`, one per process.
+pub fn read_stats(path: &Path) -> Vec<Stats> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    text.split("smalloc statistics at exit: pid=")
+        .skip(1)
+        .filter_map(Stats::parse)
         .collect()
 }

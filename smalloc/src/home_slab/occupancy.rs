@@ -106,7 +106,6 @@ pub fn reset_after_fork(mine: Option<usize>) {
 }
 
 /// Live threads per slab.
-#[cfg(test)]
 pub fn live_threads() -> [usize; NUM_SLABS] {
     core::array::from_fn(|i| LIVE[i].load(Ordering::Relaxed))
 }

@@ -1,0 +1,86 @@
+//! The statistics from C: glibc's introspection calls under `LD_PRELOAD`
+//! (a C program checks their numbers and that `malloc_trim` lowers RSS),
+//! python3 calling `malloc_stats` through ctypes, and the `SMALLOC_STATS`
+//! report at exit.
+
+mod common;
+
+use std::fs;
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn mallinfo_malloc_trim_malloc_info_and_malloc_stats() {
+    let dir = scratch_dir("introspect");
+    let exe = compile(&dir, "introspect.c", &[]);
+    let out = run_ok(preloaded(&mut Command::new(&exe)));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains("introspect ok"), "{stdout}\n{stderr}");
+    let xml = &stdout[stdout
+        .find("<malloc version=\"1\">")
+        .expect("malloc_info's XML")..];
+    assert!(
+        xml.contains("</malloc>") && xml.contains("<total type=\"mmap\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<size from=\"65\" to=\"128\""),
+        "the freed 128-byte slots: {xml}"
+    );
+    assert!(
+        stderr.contains("MALLOC:") && stderr.contains("Bytes in use by the application"),
+        "malloc_stats: {stderr}"
+    );
+    eprintln!("{}", stdout.lines().last().unwrap_or(""));
+}
+
+#[test]
+fn python_calls_malloc_stats_through_ctypes() {
+    let out = run_ok(
+        preloaded(&mut Command::new("python3"))
+            .args(["-c", "import ctypes; ctypes.CDLL(None).malloc_stats()"]),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stats = Stats::parse(&stderr).unwrap_or_else(|| panic!("no report in {stderr}"));
+    assert!(stats.handed_out > 1000 && stats.classes >= 5, "{stats:?}");
+}
+
+#[test]
+fn smalloc_stats_prints_a_report_at_exit() {
+    let dir = scratch_dir("smalloc_stats");
+    let file = dir.join("stats.txt");
+    // On stderr (python3: coreutils close stderr at exit).
+    let out = run_ok(
+        preloaded(&mut Command::new("python3"))
+            .args(["-c", "pass"])
+            .env("SMALLOC_STATS", "1"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("smalloc statistics at exit: pid="),
+        "{stderr}"
+    );
+    assert!(Stats::parse(&stderr).is_some(), "{stderr}");
+    // Into a file, appended by every process.
+    for _ in 0..2 {
+        run_ok(
+            preloaded(&mut Command::new("sort"))
+                .arg("--version")
+                .env("SMALLOC_STATS", "1")
+                .env("SMALLOC_STATS_FILE", &file),
+        );
+    }
+    assert_eq!(read_stats(&file).len(), 2);
+    // Off: nothing.
+    let out = run_ok(
+        preloaded(&mut Command::new("sort"))
+            .arg("--version")
+            .env("SMALLOC_STATS", "0"),
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("MALLOC:"));
+    let _ = fs::remove_file(&file);
+}

@@ -1,0 +1,284 @@
+//! Statistics: what the heap holds, read from the metadata the allocator
+//! keeps anyway (each list's flh and never-used tail, the owners' private
+//! heads and fresh runs) and by walking the free lists. Nothing of this
+//! runs on the hot paths. [`snapshot`] allocates nothing and may be called
+//! from any thread at any time; [`report`] writes it as text.
+//!
+//! **Exact when quiescent**: when no thread allocates or frees during the
+//! snapshot, every count is exact. **While threads run**, each list is read
+//! at a slightly different moment, so the totals need not add up to any one
+//! moment's heap; and a walk of a list may meet a slot that was taken
+//! meanwhile (its first bytes are then someone's data). A walk follows a
+//! link only if it names a slot its region has handed out, and takes at
+//! most as many steps as the region has handed-out slots, so it always
+//! ends, reads only the reservation, and counts at most that many; a walk
+//! that met a link naming no such slot is counted in
+//! [`Snapshot::walks_cut`]. The derived live count is then an estimate,
+//! never below 0 nor above the slots handed out.
+
+mod report;
+
+pub use crate::trim::trim;
+pub use report::report;
+
+use core::sync::atomic::Ordering;
+
+use crate::home_slab::occupancy;
+use crate::hot_path::{fresh_run, large_head, link_cell, private_head, tail};
+use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
+use crate::{big, ownership, sys};
+
+/// One size class, summed over the slabs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Slots ever handed out (each counted once, however often reused).
+    pub handed_out: u64,
+    /// Freed slots on the shared lists.
+    pub free_shared: u64,
+    /// Freed slots on the owners' private lists.
+    pub free_private: u64,
+    /// Pushes onto the shared lists: frees by threads that did not own the
+    /// slot's slab, and of large slots (modulo 2^32 per list).
+    pub shared_frees: u64,
+}
+
+impl ClassStats {
+    /// Freed slots waiting on a list.
+    pub fn free(&self) -> u64 {
+        self.free_shared + self.free_private
+    }
+
+    /// Slots handed out and not freed.
+    pub fn live(&self) -> u64 {
+        self.handed_out.saturating_sub(self.free())
+    }
+}
+
+/// One slab.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlabStats {
+    /// Whether a thread owns the slab (allocates its small slots on private
+    /// lists).
+    pub owned: bool,
+    /// Live threads whose home is this slab.
+    pub threads: usize,
+    /// Bytes of the slots the slab ever handed out.
+    pub handed_out_bytes: u64,
+    /// Bytes of its freed slots waiting on its lists.
+    pub free_bytes: u64,
+}
+
+/// What the heap holds: see the module documentation for when it is exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The reservation's base address (0 before the first allocation).
+    pub reservation_base: usize,
+    /// The reservation's size in bytes (virtual address space only).
+    pub reservation_size: usize,
+    /// Per size class, indexed by size class (slots of `2^sc` bytes; the
+    /// entries below [`layout::MIN_SC`] stay zero).
+    pub classes: [ClassStats; NUM_SCS],
+    /// Per slab.
+    pub slabs: [SlabStats; NUM_SLABS],
+    /// Big allocations (above the largest slot, a mapping each) now.
+    pub big_count: u64,
+    /// Bytes mapped for them.
+    pub big_bytes: u64,
+    /// Resident bytes of the slots' regions (`mincore` of every page that
+    /// was ever handed out; the slab metadata and big mappings left out).
+    pub resident_bytes: u64,
+    /// Bytes a trim could give back: the resident pages past the first of
+    /// freed slots of at least two pages (below the size that gives them
+    /// back on free), on any list.
+    pub trimmable_bytes: u64,
+    /// List walks that met a link naming no handed-out slot (only while
+    /// threads allocate and free).
+    pub walks_cut: u64,
+}
+
+impl Snapshot {
+    /// A snapshot of an empty heap.
+    pub const EMPTY: Snapshot = Snapshot {
+        reservation_base: 0,
+        reservation_size: 0,
+        classes: [ClassStats {
+            handed_out: 0,
+            free_shared: 0,
+            free_private: 0,
+            shared_frees: 0,
+        }; NUM_SCS],
+        slabs: [SlabStats {
+            owned: false,
+            threads: 0,
+            handed_out_bytes: 0,
+            free_bytes: 0,
+        }; NUM_SLABS],
+        big_count: 0,
+        big_bytes: 0,
+        resident_bytes: 0,
+        trimmable_bytes: 0,
+        walks_cut: 0,
+    };
+
+    /// The size classes that ever handed out a slot, with their stats.
+    pub fn used_classes(&self) -> impl Iterator<Item = (u32, &ClassStats)> {
+        (MIN_SC..=MAX_SC)
+            .map(|sc| (sc, &self.classes[sc as usize]))
+            .filter(|(_, c)| c.handed_out != 0)
+    }
+
+    /// Bytes of `f(class)` slots over the size classes.
+    fn bytes(&self, f: impl Fn(&ClassStats) -> u64) -> u64 {
+        self.used_classes().map(|(sc, c)| f(c) << sc).sum()
+    }
+
+    /// Bytes of the slots ever handed out: the memory the heap has touched.
+    pub fn handed_out_bytes(&self) -> u64 {
+        self.bytes(|c| c.handed_out)
+    }
+
+    /// Bytes of the slots in use (whole slots, not the sizes asked for),
+    /// big allocations left out.
+    pub fn live_bytes(&self) -> u64 {
+        self.bytes(ClassStats::live)
+    }
+
+    /// Bytes of the freed slots waiting on a list.
+    pub fn free_bytes(&self) -> u64 {
+        self.bytes(ClassStats::free)
+    }
+
+    /// Slots in use.
+    pub fn live_slots(&self) -> u64 {
+        self.used_classes().map(|(_, c)| c.live()).sum()
+    }
+
+    /// Freed slots waiting on a list.
+    pub fn free_slots(&self) -> u64 {
+        self.used_classes().map(|(_, c)| c.free()).sum()
+    }
+}
+
+/// Takes a snapshot of the heap.
+pub fn snapshot() -> Snapshot {
+    let mut s = Snapshot::EMPTY;
+    (s.big_count, s.big_bytes) = big::usage();
+    let Some(base) = crate::hooks::reservation_base() else {
+        return s;
+    };
+    s.reservation_base = base;
+    s.reservation_size = layout::TOTAL_SIZE;
+    let threads = occupancy::live_threads();
+    let owned = !ownership::unowned();
+    let page = sys::page_size();
+    let used = occupancy::ever_used();
+    for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+        let slab_addr = layout::slab_addr(base, slab);
+        let block = layout::private_block(slab_addr);
+        let mut st = SlabStats {
+            owned: owned & (1 << slab) != 0,
+            threads: threads[slab],
+            ..SlabStats::default()
+        };
+        for sc in MIN_SC..=MAX_SC {
+            let trims = 1 << sc >= 2 * page && sc < crate::purge::RELEASE_SC;
+            let trimmable = trims.then_some(&mut s.trimmable_bytes);
+            let l = read_list(slab_addr, block, sc, &mut s.walks_cut, trimmable);
+            if l.handed_out == 0 {
+                continue;
+            }
+            let region = layout::region_addr(slab_addr, sc);
+            s.resident_bytes += sys::resident(region, (l.handed_out as usize) << sc) as u64;
+            let free = l.free_shared + l.free_private;
+            let c = &mut s.classes[sc as usize];
+            c.handed_out += l.handed_out;
+            c.free_shared += l.free_shared;
+            c.free_private += l.free_private;
+            c.shared_frees += l.shared_frees;
+            st.handed_out_bytes += l.handed_out << sc;
+            st.free_bytes += free << sc;
+        }
+        s.slabs[slab] = st;
+    }
+    s
+}
+
+/// What one (slab, size class) holds.
+#[derive(Default)]
+struct ListStats {
+    handed_out: u64,
+    free_shared: u64,
+    free_private: u64,
+    shared_frees: u64,
+}
+
+/// Reads the lists of (slab, size class); with `trimmable`, adds to it the
+/// resident bytes past the first page of each freed slot.
+fn read_list(
+    slab_addr: usize,
+    block: usize,
+    sc: u32,
+    cut: &mut u64,
+    mut trimmable: Option<&mut u64>,
+) -> ListStats {
+    // Relaxed loads throughout: a snapshot reads; nothing is read through
+    // these values but links, which are checked before they are followed.
+    let claimed = tail(slab_addr, sc).load(Ordering::Relaxed);
+    if claimed == 0 {
+        return ListStats::default();
+    }
+    let run = fresh_run(block, sc).load(Ordering::Relaxed);
+    let waiting = ((run >> 32) as u32).saturating_sub(run as u32);
+    let flh = crate::hot_path::flh(slab_addr, sc).load(Ordering::Relaxed);
+    let region = layout::region_addr(slab_addr, sc);
+    let head = if sc < LARGE_SC {
+        private_head(block, sc)
+    } else {
+        large_head(block, sc)
+    };
+    let first = head.load(Ordering::Relaxed);
+    let free_private = walk(region, sc, first, claimed, cut, trimmable.as_deref_mut());
+    ListStats {
+        handed_out: u64::from(claimed.saturating_sub(waiting)),
+        free_shared: walk(region, sc, flh as u32, claimed, cut, trimmable),
+        free_private,
+        shared_frees: flh >> 32,
+    }
+}
+
+/// Counts the slots of the list starting at `first` in `region` (of slots
+/// of `2^sc` bytes, `claimed` of which were ever claimed from the tail):
+/// stops at the end, at a link naming no claimed slot (counted in `cut`),
+/// or after `claimed` steps. With `trimmable`, adds the resident bytes past
+/// each slot's first page to it.
+fn walk(
+    region: usize,
+    sc: u32,
+    first: u32,
+    claimed: u32,
+    cut: &mut u64,
+    trimmable: Option<&mut u64>,
+) -> u64 {
+    let page = sys::page_size();
+    let mut trimmable = trimmable;
+    let mut n = 0;
+    let mut link = first;
+    while link != 0 {
+        let offset = (link as usize - 1) * 4;
+        if n >= u64::from(claimed)
+            || offset & ((1 << sc) - 1) != 0
+            || offset >> sc >= claimed as usize
+        {
+            *cut += 1;
+            break;
+        }
+        n += 1;
+        let slot = region + offset;
+        if let Some(t) = trimmable.as_deref_mut() {
+            *t += sys::resident(slot + page, (1 << sc) - page) as u64;
+        }
+        // Relaxed: the value is checked above before it is followed.
+        link = link_cell(slot).load(Ordering::Relaxed);
+    }
+    n
+}

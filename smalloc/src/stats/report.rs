@@ -1,0 +1,180 @@
+//! The text report of a [`Snapshot`], in the style of tcmalloc's: one
+//! number per line with its meaning, then a table per size class and one
+//! per slab. Every number line starts with `MALLOC:`, then the number;
+//! table rows start with the size class or slab number.
+
+use core::fmt::{self, Write};
+
+use super::Snapshot;
+use crate::layout::NUM_SLABS;
+
+/// `2^sc` bytes in the largest whole unit.
+struct Pow2(u32);
+
+impl fmt::Display for Pow2 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = ["B", "KiB", "MiB", "GiB"][(self.0 / 10).min(3) as usize];
+        let n = 1u64 << (self.0 - 10 * (self.0 / 10).min(3));
+        f.pad(&Small::<12>::format(format_args!("{n} {unit}")))
+    }
+}
+
+/// A string formatted into a fixed buffer (truncated if longer).
+struct Small<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Small<N> {
+    fn format(args: fmt::Arguments<'_>) -> Small<N> {
+        let mut s = Small {
+            buf: [0; N],
+            len: 0,
+        };
+        let _ = s.write_fmt(args);
+        s
+    }
+}
+
+impl<const N: usize> Write for Small<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(N - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+impl<const N: usize> core::ops::Deref for Small<N> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // Only whole `&str`s are written, but truncation may split one.
+        match core::str::from_utf8(&self.buf[..self.len]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&self.buf[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+}
+
+/// One `MALLOC:` line: `sign`, a byte count with MiB, and its meaning.
+fn bytes_line(w: &mut impl Write, sign: char, n: u64, what: &str) -> fmt::Result {
+    let mib = n as f64 / (1u64 << 20) as f64;
+    writeln!(w, "MALLOC: {sign} {n:>15} ({mib:>10.1} MiB) {what}")
+}
+
+/// One `MALLOC:` line of a count.
+fn count_line(w: &mut impl Write, n: u64, what: &str) -> fmt::Result {
+    writeln!(w, "MALLOC:   {n:>15}                  {what}")
+}
+
+const RULE: &str = "------------------------------------------------";
+
+/// Writes the report of `s`.
+pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
+    writeln!(w, "{RULE}")?;
+    bytes_line(
+        w,
+        ' ',
+        s.live_bytes(),
+        "Bytes in use by the application (whole slots)",
+    )?;
+    bytes_line(
+        w,
+        '+',
+        s.free_bytes(),
+        "Bytes in freed slots on smalloc's lists",
+    )?;
+    bytes_line(
+        w,
+        '=',
+        s.handed_out_bytes(),
+        "Bytes of slots ever handed out",
+    )?;
+    writeln!(w, "MALLOC:")?;
+    bytes_line(
+        w,
+        ' ',
+        s.resident_bytes,
+        "Bytes resident in the slots' pages",
+    )?;
+    bytes_line(
+        w,
+        ' ',
+        s.trimmable_bytes,
+        "Bytes a trim could release (malloc_trim)",
+    )?;
+    bytes_line(
+        w,
+        ' ',
+        s.big_bytes,
+        "Bytes of big allocations (a mapping each)",
+    )?;
+    count_line(w, s.big_count, "Big allocations")?;
+    let handed_out = s.used_classes().map(|(_, c)| c.handed_out).sum();
+    count_line(w, handed_out, "Slots ever handed out")?;
+    count_line(w, s.live_slots(), "Slots in use")?;
+    count_line(w, s.free_slots(), "Freed slots on lists")?;
+    let shared: u64 = s.used_classes().map(|(_, c)| c.shared_frees).sum();
+    count_line(w, shared, "Frees onto shared lists (mod 2^32 per list)")?;
+    let in_use = s.slabs.iter().filter(|l| l.handed_out_bytes != 0).count() as u64;
+    count_line(w, in_use, "Slabs in use")?;
+    let owned = s.slabs.iter().filter(|l| l.owned).count() as u64;
+    count_line(w, owned, "Slabs owned by a thread")?;
+    let threads = s.slabs.iter().map(|l| l.threads as u64).sum();
+    count_line(w, threads, "Live threads that allocated")?;
+    bytes_line(
+        w,
+        ' ',
+        s.reservation_size as u64,
+        "Virtual address space reserved",
+    )?;
+    count_line(
+        w,
+        s.walks_cut,
+        "List walks cut short (threads were running)",
+    )?;
+    writeln!(w, "{RULE}")?;
+    writeln!(
+        w,
+        "{:>5} {:>10} {:>12} {:>12} {:>13} {:>13} {:>16} {:>13}",
+        "class",
+        "slot size",
+        "handed out",
+        "in use",
+        "free shared",
+        "free private",
+        "bytes in use",
+        "shared frees"
+    )?;
+    for (sc, c) in s.used_classes() {
+        writeln!(
+            w,
+            "{sc:>5} {:>10} {:>12} {:>12} {:>13} {:>13} {:>16} {:>13}",
+            Pow2(sc),
+            c.handed_out,
+            c.live(),
+            c.free_shared,
+            c.free_private,
+            c.live() << sc,
+            c.shared_frees
+        )?;
+    }
+    writeln!(w, "{RULE}")?;
+    writeln!(
+        w,
+        "{:>5} {:>6} {:>8} {:>18} {:>18}",
+        "slab", "owned", "threads", "handed out bytes", "free bytes"
+    )?;
+    for (i, l) in s.slabs.iter().enumerate().take(NUM_SLABS) {
+        if l.handed_out_bytes == 0 && l.threads == 0 {
+            continue;
+        }
+        let owned = if l.owned { "yes" } else { "no" };
+        writeln!(
+            w,
+            "{i:>5} {owned:>6} {:>8} {:>18} {:>18}",
+            l.threads, l.handed_out_bytes, l.free_bytes
+        )?;
+    }
+    writeln!(w, "{RULE}")
+}

@@ -1,0 +1,96 @@
+//! Giving the pages of freed slots back to the kernel on request
+//! (`malloc_trim`). A freed slot of at least two pages keeps its link in
+//! its first page; the others hold nothing anyone needs, so they can be
+//! released (`MADV_DONTNEED`) and read as zero when the slot is next used.
+//! Slots from 128 MiB on already give them back when freed
+//! ([`purge`](crate::purge)); smaller slots keep them for reuse unless
+//! trimmed.
+//!
+//! A trim must never release a page of a slot that someone is handed
+//! meanwhile: it takes each shared list whole (allocating threads then find
+//! it empty and look elsewhere), releases the pages of the slots it now
+//! holds, and pushes them back; it walks the private lists of its own
+//! slab, and of slabs nobody owns, which it claims for the while. The
+//! private lists of slabs other live threads own are left alone.
+
+use core::sync::atomic::Ordering;
+
+use crate::free_list;
+use crate::home_slab::occupancy;
+use crate::hot_path::{flh, large_head, link_cell, private_head};
+use crate::layout::{self, LARGE_SC};
+use crate::purge::RELEASE_SC;
+use crate::{hooks, ownership, stats, sys};
+
+/// Releases the pages past the first of freed slots, largest size classes
+/// first, until at most `pad` bytes of what a trim could release are left
+/// ([`stats::Snapshot::trimmable_bytes`]). Returns the bytes released that
+/// were resident. Safe while other threads allocate and free.
+pub fn trim(pad: usize) -> usize {
+    let Some(base) = hooks::reservation_base() else {
+        return 0;
+    };
+    let budget = stats::snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize;
+    let page = sys::page_size();
+    let first_sc = (2 * page).trailing_zeros();
+    let mine = hooks::owned_slab();
+    let used = occupancy::ever_used();
+    let mut released = 0;
+    for sc in (first_sc..RELEASE_SC).rev() {
+        for slab in (0..layout::NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+            if released >= budget {
+                return released;
+            }
+            let slab_addr = layout::slab_addr(base, slab);
+            let region = layout::region_addr(slab_addr, sc);
+            let list = flh(slab_addr, sc);
+            let mut link = free_list::take_all(list);
+            while link != 0 {
+                let slot = layout::slot_of_link(region, link);
+                // Relaxed: the take's Acquire ordered the pushes before us.
+                let next = link_cell(slot).load(Ordering::Relaxed);
+                released += release_slot(slot, sc, page);
+                // SAFETY: the slot was on the list we took: ours to push
+                // back, in its own region, and `link_cell` is its link.
+                unsafe { free_list::push(list, link_cell(slot), link) };
+                link = next;
+            }
+            let claimed = mine != Some(slab) && ownership::claim(slab);
+            if mine == Some(slab) || claimed {
+                let block = layout::private_block(slab_addr);
+                let head = if sc < LARGE_SC {
+                    private_head(block, sc)
+                } else {
+                    large_head(block, sc)
+                };
+                // Relaxed: we own the slab (a claim's Acquire, or since we
+                // became its owner), so no one else writes these.
+                let mut link = head.load(Ordering::Relaxed);
+                while link != 0 {
+                    let slot = layout::slot_of_link(region, link);
+                    released += release_slot(slot, sc, page);
+                    link = link_cell(slot).load(Ordering::Relaxed);
+                }
+                if claimed {
+                    ownership::release(slab);
+                }
+            }
+        }
+    }
+    released
+}
+
+/// Releases the pages past the first of the free slot at `slot`, of size
+/// class `sc`, which the caller holds; returns how many bytes of them were
+/// resident.
+fn release_slot(slot: usize, sc: u32, page: usize) -> usize {
+    let (start, len) = (slot + page, (1 << sc) - page);
+    let resident = sys::resident(start, len);
+    if resident != 0 {
+        // SAFETY: `[start, start + len)` is page-aligned (slots of two pages
+        // and more are) and inside a free slot the caller holds, past its
+        // link; its contents are needed by no one.
+        unsafe { sys::release(sys::ptr_at(start), len) };
+    }
+    resident
+}

@@ -1,0 +1,355 @@
+//! Statistics (`smalloc::stats`): the snapshot is exact after known
+//! sequences of operations (one thread, and after threads join), the report
+//! carries its numbers, a trim gives back the pages of freed slots without
+//! harming anyone's blocks, and snapshots and trims taken while threads
+//! allocate and free never crash, hang or hand a slot out twice.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use devutils::{Rng, check, check_sparse, fill, fill_sparse};
+use smalloc::Smalloc;
+use smalloc::stats::{self, Snapshot};
+
+static A: Smalloc = Smalloc::new();
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+/// A block of `size` bytes filled with `tag`'s pattern.
+fn alloc(size: usize, tag: u64) -> *mut u8 {
+    // SAFETY: a non-zero layout.
+    let p = unsafe { A.alloc(layout(size)) };
+    assert!(!p.is_null(), "alloc({size}) failed");
+    // SAFETY: `p` holds `size` bytes.
+    unsafe {
+        if size <= 4 << 20 {
+            fill(p, size, tag)
+        } else {
+            fill_sparse(p, size, tag)
+        }
+    };
+    p
+}
+
+/// Checks `tag`'s pattern in the block and frees it.
+fn free(p: *mut u8, size: usize, tag: u64) {
+    // SAFETY: `p` is a live block of `size` bytes filled with `tag`.
+    unsafe {
+        let ok = if size <= 4 << 20 {
+            check(p, size, tag)
+        } else {
+            check_sparse(p, size, tag)
+        };
+        ok.unwrap_or_else(|at| panic!("block {p:p} of {size} B corrupted at {at}"));
+        A.dealloc(p, layout(size));
+    }
+}
+
+const PAGE: u64 = 4096;
+
+#[test]
+fn a_heap_that_never_allocated_is_empty() {
+    let s = stats::snapshot();
+    assert_eq!(s, Snapshot::EMPTY);
+    assert_eq!(stats::trim(0), 0);
+}
+
+#[test]
+fn exact_after_known_operations_on_one_thread() {
+    // (size, size class, count, how many to free)
+    let plan = [
+        (32, 5, 1000, 400),
+        (8 << 10, 13, 50, 20),
+        (64 << 10, 16, 2, 1),
+        (1 << 20, 20, 4, 1),
+    ];
+    let mut blocks = Vec::new();
+    for (size, _, n, _) in plan {
+        for i in 0..n {
+            blocks.push((alloc(size, i), size, i));
+        }
+    }
+    let big = alloc(3 << 30, 7);
+    for (size, _, _, k) in plan {
+        let mut freed = 0;
+        blocks.retain(|&(p, s, t)| {
+            if s == size && freed < k {
+                freed += 1;
+                free(p, s, t);
+                false
+            } else {
+                true
+            }
+        });
+    }
+    let s = stats::snapshot();
+    assert_ne!(s.reservation_base, 0);
+    for (size, sc, n, k) in plan {
+        let c = s.classes[sc];
+        assert_eq!(c.handed_out, n, "class {sc} ({size} B) handed out");
+        assert_eq!(c.free(), k, "class {sc} freed");
+        assert_eq!(c.live(), n - k, "class {sc} live");
+    }
+    assert_eq!(s.used_classes().count(), plan.len());
+    let live: u64 = plan.iter().map(|&(_, sc, n, k)| (n - k) << sc).sum();
+    assert_eq!(s.live_bytes(), live);
+    assert_eq!(s.live_slots(), plan.iter().map(|&(_, _, n, k)| n - k).sum());
+    assert_eq!((s.big_count, s.big_bytes), (1, 3 << 30));
+    // The pages past the first of the freed 8 KiB, 64 KiB and 1 MiB slots.
+    let trimmable = 20 * (8192 - PAGE) + ((64 << 10) - PAGE) + ((1 << 20) - PAGE);
+    assert_eq!(s.trimmable_bytes, trimmable);
+    // Every page of the blocks up to 64 KiB was written (the sparse fill
+    // writes a word in every page up to there), and no page beyond the slots.
+    let handed_out: u64 = plan.iter().map(|&(_, sc, n, _)| n << sc).sum();
+    assert_eq!(s.handed_out_bytes(), handed_out);
+    let written = (1000 * 32u64).next_multiple_of(PAGE) + 50 * 8192 + 2 * 65536;
+    assert!(
+        s.resident_bytes >= written,
+        "{} < {written}",
+        s.resident_bytes
+    );
+    assert!(s.resident_bytes <= handed_out.next_multiple_of(PAGE));
+    assert_eq!(s.walks_cut, 0);
+    let owned: Vec<_> = s.slabs.iter().filter(|l| l.owned).collect();
+    assert_eq!(owned.len(), 1, "this thread owns its slab");
+    assert_eq!(owned[0].handed_out_bytes, handed_out);
+    assert_eq!(owned[0].threads, 1);
+
+    free(big, 3 << 30, 7);
+    for (p, size, tag) in blocks {
+        free(p, size, tag);
+    }
+    let s = stats::snapshot();
+    assert_eq!((s.big_count, s.big_bytes, s.live_slots()), (0, 0, 0));
+    assert_eq!(s.free_bytes(), handed_out);
+}
+
+#[test]
+fn exact_after_threads_join_with_cross_thread_frees() {
+    const THREADS: usize = 4;
+    const EACH: u64 = 500;
+    // Each thread allocates EACH 48-byte blocks, frees 100 itself and
+    // hands 150 to the main thread, which frees them after the join.
+    // All alive at once (a barrier), so each has a slab of its own.
+    let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut mine: Vec<_> = (0..EACH).map(|i| (alloc(48, i) as usize, i)).collect();
+                for (p, tag) in mine.drain(..100) {
+                    free(p as *mut u8, 48, tag);
+                }
+                barrier.wait();
+                // The remaining 250 stay live (leaked on purpose).
+                mine.split_off(mine.len() - 150)
+            })
+        })
+        .collect();
+    let handed: Vec<Vec<(usize, u64)>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let before = stats::snapshot();
+    let c = before.classes[6];
+    assert_eq!(c.handed_out, THREADS as u64 * EACH);
+    assert_eq!(c.free(), THREADS as u64 * 100);
+    for (p, tag) in handed.into_iter().flatten() {
+        free(p as *mut u8, 48, tag);
+    }
+    let s = stats::snapshot();
+    let c = s.classes[6];
+    assert_eq!(c.handed_out, THREADS as u64 * EACH);
+    assert_eq!(c.free(), THREADS as u64 * 250);
+    assert_eq!(c.live(), THREADS as u64 * 250);
+    // The main thread owns no slab of theirs: its frees went to the shared
+    // lists.
+    assert!(c.free_shared >= THREADS as u64 * 150, "{c:?}");
+    assert!(c.shared_frees >= THREADS as u64 * 150, "{c:?}");
+    assert_eq!(s.walks_cut, 0);
+}
+
+#[test]
+fn the_report_carries_the_snapshots_numbers() {
+    let blocks: Vec<_> = (0..300).map(|i| alloc(100, i)).collect();
+    for (i, &p) in blocks.iter().enumerate().take(100) {
+        free(p, 100, i as u64);
+    }
+    let s = stats::snapshot();
+    let mut text = String::new();
+    stats::report(&mut text, &s).unwrap();
+    let number = |what: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("MALLOC:") && l.ends_with(what))
+            .unwrap_or_else(|| panic!("no line {what:?} in\n{text}"));
+        line["MALLOC:".len()..]
+            .split_whitespace()
+            .find_map(|w| w.parse().ok())
+            .unwrap()
+    };
+    assert_eq!(
+        number("Bytes in use by the application (whole slots)"),
+        200 * 128
+    );
+    assert_eq!(number("Bytes in freed slots on smalloc's lists"), 100 * 128);
+    assert_eq!(number("Bytes of slots ever handed out"), 300 * 128);
+    assert_eq!(number("Slots in use"), 200);
+    assert_eq!(number("Freed slots on lists"), 100);
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("7"))
+        .unwrap_or_else(|| panic!("no row for class 7 in\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[..5], ["7", "128", "B", "300", "200"], "{row}");
+}
+
+#[test]
+fn trim_gives_back_freed_pages_and_the_slots_stay_usable() {
+    const N: usize = 64;
+    const SIZE: usize = 256 << 10;
+    // Half freed by this thread (its private list), half by another
+    // thread (the shared list).
+    let blocks: Vec<_> = (0..N).map(|i| alloc(SIZE, i as u64) as usize).collect();
+    let (mine, theirs) = blocks.split_at(N / 2);
+    for (i, &p) in mine.iter().enumerate() {
+        free(p as *mut u8, SIZE, i as u64);
+    }
+    let theirs = theirs.to_vec();
+    thread::spawn(move || {
+        for (i, p) in theirs.into_iter().enumerate() {
+            free(p as *mut u8, SIZE, (N / 2 + i) as u64);
+        }
+    })
+    .join()
+    .unwrap();
+    let before = stats::snapshot();
+    assert_eq!(before.trimmable_bytes, N as u64 * (SIZE as u64 - PAGE));
+    assert_eq!(
+        stats::trim(usize::MAX),
+        0,
+        "a pad above everything keeps all"
+    );
+    let released = stats::trim(0);
+    assert!(
+        released as u64 >= N as u64 * (SIZE as u64 - PAGE) * 9 / 10,
+        "{released}"
+    );
+    let after = stats::snapshot();
+    assert_eq!(after.trimmable_bytes, 0, "nothing left to trim");
+    assert!(after.resident_bytes + released as u64 <= before.resident_bytes + PAGE * 4);
+    // The lists are intact (the trim's own pushes back count as shared
+    // frees): the same slots come back, usable and distinct.
+    let (b, a) = (before.classes[18], after.classes[18]);
+    assert_eq!((a.handed_out, a.free()), (b.handed_out, b.free()));
+    let again: HashSet<usize> = (0..N)
+        .map(|i| alloc(SIZE, 1000 + i as u64) as usize)
+        .collect();
+    assert_eq!(again, blocks.iter().copied().collect());
+    // A zeroed allocation of a trimmed slot reads zero.
+    for p in again {
+        free_any(p);
+    }
+    // SAFETY: a non-zero layout.
+    let z = unsafe { A.alloc_zeroed(layout(SIZE)) };
+    // SAFETY: `z` holds SIZE bytes.
+    let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
+    assert!(zeroed.iter().all(|&b| b == 0));
+}
+
+/// Frees a block of the trim test without checking its pattern (the tags
+/// were given in an order the set does not keep).
+fn free_any(p: usize) {
+    // SAFETY: a live block of that test's size.
+    unsafe { A.dealloc(p as *mut u8, layout(256 << 10)) }
+}
+
+#[test]
+fn snapshots_and_trims_while_threads_allocate_and_free() {
+    let secs = std::env::var("SMALLOC_STATS_STRESS_SECS").map_or(2, |s| s.parse().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let live: Arc<Mutex<HashSet<usize>>> = Arc::default();
+    // A ring of blocks passed between threads, for cross-thread frees.
+    let pass: Arc<Mutex<Vec<(usize, usize, u64)>>> = Arc::default();
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let (stop, live, pass) = (stop.clone(), live.clone(), pass.clone());
+            thread::spawn(move || {
+                let mut rng = Rng::new(t + 1);
+                let mut mine: Vec<(usize, usize, u64)> = Vec::new();
+                let mut ops = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    ops += 1;
+                    if mine.len() < 200 && rng.below(2) == 0 {
+                        let size = rng.log_size(8, 1 << 20);
+                        let p = alloc(size, ops) as usize;
+                        assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
+                        mine.push((p, size, ops));
+                    } else if let Some(b) = mine.pop() {
+                        if rng.below(4) == 0 {
+                            pass.lock().unwrap().push(b);
+                        } else {
+                            release(&live, b);
+                        }
+                    }
+                    if rng.below(8) == 0 {
+                        let theirs = pass.lock().unwrap().pop();
+                        if let Some(b) = theirs {
+                            release(&live, b);
+                        }
+                    }
+                }
+                for b in mine {
+                    release(&live, b);
+                }
+                ops
+            })
+        })
+        .collect();
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut snaps = 0;
+    while Instant::now() < end {
+        let s = stats::snapshot();
+        assert!(s.live_slots() <= s.used_classes().map(|(_, c)| c.handed_out).sum());
+        let mut text = String::new();
+        stats::report(&mut text, &s).unwrap();
+        if snaps % 4 == 0 {
+            stats::trim(0);
+        }
+        snaps += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ops: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    for b in std::mem::take(&mut *pass.lock().unwrap()) {
+        release(&live, b);
+    }
+    let s = stats::snapshot();
+    assert_eq!(s.live_slots(), 0, "every block was freed: {s:?}");
+    eprintln!(
+        "{snaps} snapshots during {ops} operations; walks cut: {}",
+        s.walks_cut
+    );
+    assert!(snaps > 10 && ops > 1000);
+}
+
+fn release(live: &Mutex<HashSet<usize>>, (p, size, tag): (usize, usize, u64)) {
+    assert!(live.lock().unwrap().remove(&p));
+    free(p as *mut u8, size, tag);
+}
+
+#[test]
+fn a_snapshot_of_a_million_live_blocks() {
+    let blocks: Vec<_> = (0..1_000_000).map(|i| alloc(24, i) as usize).collect();
+    for (i, &p) in blocks.iter().enumerate().step_by(2) {
+        free(p as *mut u8, 24, i as u64);
+    }
+    let start = Instant::now();
+    let s = stats::snapshot();
+    let took = start.elapsed();
+    assert_eq!(s.classes[5].live(), 500_000);
+    assert_eq!(s.classes[5].free(), 500_000);
+    eprintln!("snapshot of 500000 live and 500000 freed 32-byte slots: {took:?}");
+}
