@@ -32,6 +32,9 @@ mod c_alloc;
 #[path = "../../smalloc-ffi/src/errno.rs"]
 #[allow(dead_code)]
 mod errno;
+#[path = "../../smalloc-ffi/src/introspect.rs"]
+#[allow(dead_code)]
+mod introspect;
 #[path = "../../smalloc-ffi/src/next.rs"]
 #[allow(dead_code)]
 mod next;
