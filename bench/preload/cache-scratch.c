@@ -37,13 +37,9 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    struct cache_opts o;
-    int bad = parse_cache_opts(argc, argv, "cache-scratch", usage, &o);
+    int threads;
+    int bad = parse_cache_opts(argc, argv, "cache-scratch", usage, &threads, &per_thread, &writes, &size);
     if (bad) return bad;
-    int threads = o.threads;
-    size_t total = o.total;
-    writes = o.writes, size = o.size;
-    per_thread = total / (size_t)threads;
     worker_t *w = xmalloc(sizeof(worker_t) * (size_t)threads);
     for (int i = 0; i < threads; i++) {
         w[i].first = xmalloc(size);

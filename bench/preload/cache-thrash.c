@@ -24,13 +24,9 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    struct cache_opts o;
-    int bad = parse_cache_opts(argc, argv, "cache-thrash", usage, &o);
+    int threads;
+    int bad = parse_cache_opts(argc, argv, "cache-thrash", usage, &threads, &per_thread, &writes, &size);
     if (bad) return bad;
-    int threads = o.threads;
-    size_t total = o.total;
-    writes = o.writes, size = o.size;
-    per_thread = total / (size_t)threads;
     double start = now_sec();
     char unused = 0;
     run_threads(threads, worker, &unused, 0);

@@ -141,29 +141,29 @@ static inline void run_threads(int n, void *(*fn)(void *), void *args, size_t ar
 }
 
 /* The options of the false-sharing programs (cache-thrash, cache-scratch):
- * -t threads, -n objects in total, -w writes per byte, -s object size.
- * Returns 0, or 2 (the exit status) after printing why. */
-struct cache_opts {
-    int threads;
-    size_t total, writes, size;
-};
+ * -t threads, -n objects in total (stored as objects per thread), -w writes
+ * per byte, -s object size. Returns 0, or 2 (the exit status) after printing
+ * why. */
 static inline int parse_cache_opts(int argc, char **argv, const char *name, const char *usage,
-                                   struct cache_opts *o) {
+                                   int *threads, size_t *per_thread, size_t *writes,
+                                   size_t *size) {
     int opt;
-    *o = (struct cache_opts){.threads = 2, .total = 1000000, .writes = 100, .size = 8};
+    size_t total = 1000000;
+    *threads = 2, *writes = 100, *size = 8;
     while ((opt = getopt(argc, argv, "t:n:w:s:")) != -1) {
         switch (opt) {
-        case 't': o->threads = (int)parse_size(optarg, usage); break;
-        case 'n': o->total = parse_size(optarg, usage); break;
-        case 'w': o->writes = parse_size(optarg, usage); break;
-        case 's': o->size = parse_size(optarg, usage); break;
+        case 't': *threads = (int)parse_size(optarg, usage); break;
+        case 'n': total = parse_size(optarg, usage); break;
+        case 'w': *writes = parse_size(optarg, usage); break;
+        case 's': *size = parse_size(optarg, usage); break;
         default: fputs(usage, stderr); return 2;
         }
     }
-    if (o->threads < 1 || o->size < 1) {
+    if (*threads < 1 || *size < 1) {
         fprintf(stderr, "%s: need -t >= 1, -s >= 1\n", name);
         return 2;
     }
+    *per_thread = total / (size_t)*threads;
     return 0;
 }
 

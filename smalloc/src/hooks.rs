@@ -2,9 +2,6 @@
 //! list, which slabs have owners, and pinning a thread to a slab. Not part
 //! of the allocator's API; hidden from its documentation.
 
-use core::sync::atomic::Ordering;
-
-use crate::hot_path;
 use crate::layout::{MAX_SC, MIN_SC};
 
 /// Base address of the reservation, or `None` before it exists. For
@@ -34,13 +31,11 @@ pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
         return ListUsage::default();
     };
     let addr = crate::layout::slab_addr(base, slab);
-    // Relaxed: a diagnostic snapshot; nothing is read through it.
-    let tail = u64::from(hot_path::tail(addr, sc).load(Ordering::Relaxed));
-    let run = hot_path::fresh_run(crate::layout::private_block(addr), sc).load(Ordering::Relaxed);
-    let waiting = (run >> 32).saturating_sub(run & 0xffff_ffff);
+    let block = crate::layout::private_block(addr);
+    let l = crate::stats::read_list(addr, block, sc, &mut 0, None);
     ListUsage {
-        handed_out: tail.saturating_sub(waiting),
-        shared_frees: hot_path::flh(addr, sc).load(Ordering::Relaxed) >> 32,
+        handed_out: l.handed_out,
+        shared_frees: l.shared_frees,
     }
 }
 

@@ -205,16 +205,16 @@ pub fn snapshot() -> Snapshot {
 
 /// What one (slab, size class) holds.
 #[derive(Default)]
-struct ListStats {
-    handed_out: u64,
-    free_shared: u64,
-    free_private: u64,
-    shared_frees: u64,
+pub(crate) struct ListStats {
+    pub handed_out: u64,
+    pub free_shared: u64,
+    pub free_private: u64,
+    pub shared_frees: u64,
 }
 
 /// Reads the lists of (slab, size class); with `trimmable`, adds to it the
 /// resident bytes past the first page of each freed slot.
-fn read_list(
+pub(crate) fn read_list(
     slab_addr: usize,
     block: usize,
     sc: u32,

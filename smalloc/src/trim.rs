@@ -30,7 +30,11 @@ pub fn trim(pad: usize) -> usize {
     let Some(base) = hooks::reservation_base() else {
         return 0;
     };
-    let budget = stats::snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize;
+    let budget = if pad == 0 {
+        usize::MAX
+    } else {
+        stats::snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize
+    };
     let page = sys::page_size();
     let first_sc = (2 * page).trailing_zeros();
     let mine = hooks::owned_slab();

@@ -8,52 +8,10 @@ use core::fmt::{self, Write};
 use super::Snapshot;
 use crate::layout::NUM_SLABS;
 
-/// `2^sc` bytes in the largest whole unit.
-struct Pow2(u32);
-
-impl fmt::Display for Pow2 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let unit = ["B", "KiB", "MiB", "GiB"][(self.0 / 10).min(3) as usize];
-        let n = 1u64 << (self.0 - 10 * (self.0 / 10).min(3));
-        f.pad(&Small::<12>::format(format_args!("{n} {unit}")))
-    }
-}
-
-/// A string formatted into a fixed buffer (truncated if longer).
-struct Small<const N: usize> {
-    buf: [u8; N],
-    len: usize,
-}
-
-impl<const N: usize> Small<N> {
-    fn format(args: fmt::Arguments<'_>) -> Small<N> {
-        let mut s = Small {
-            buf: [0; N],
-            len: 0,
-        };
-        let _ = s.write_fmt(args);
-        s
-    }
-}
-
-impl<const N: usize> Write for Small<N> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(N - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
-
-impl<const N: usize> core::ops::Deref for Small<N> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        // Only whole `&str`s are written, but truncation may split one.
-        match core::str::from_utf8(&self.buf[..self.len]) {
-            Ok(s) => s,
-            Err(e) => core::str::from_utf8(&self.buf[..e.valid_up_to()]).unwrap_or(""),
-        }
-    }
+/// `2^sc` bytes in the largest whole unit: (number, unit).
+fn pow2(sc: u32) -> (u64, &'static str) {
+    let k = (sc / 10).min(3);
+    (1 << (sc - 10 * k), ["B", "KiB", "MiB", "GiB"][k as usize])
 }
 
 /// One `MALLOC:` line: `sign`, a byte count with MiB, and its meaning.
@@ -149,8 +107,9 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
     for (sc, c) in s.used_classes() {
         writeln!(
             w,
-            "{sc:>5} {:>10} {:>12} {:>12} {:>13} {:>13} {:>16} {:>13}",
-            Pow2(sc),
+            "{sc:>5} {:>6} {:<3} {:>12} {:>12} {:>13} {:>13} {:>16} {:>13}",
+            pow2(sc).0,
+            pow2(sc).1,
             c.handed_out,
             c.live(),
             c.free_shared,
