@@ -19,6 +19,9 @@
 # machine's noise alone moves each benchmark). A_FEATURES / B_FEATURES are
 # cargo options for one side's tango build, e.g. A_FEATURES="--features
 # global-mimalloc" makes A mimalloc (the preload programs then run on B only).
+# A_SO_FEATURES / B_SO_FEATURES are the same for the side's libsmalloc.so
+# (smalloc-ffi): B_FEATURES="--features smalloc-counters"
+# B_SO_FEATURES="--features counters" measures the event counters' cost.
 set -euo pipefail
 rev="${1:?usage: bench/ab.sh REV [RUNS] [tango compare options...]}"
 runs="${2:-5}"
@@ -36,10 +39,12 @@ fi
 # export SIDE DIR [cargo options]: builds DIR's libsmalloc.so and tango
 # binary into $out/SIDE.
 export_side() {
-    local side="$1" dir="$2" target="$out/target-$1" exe
-    shift 2
-    echo "== building $side from $dir $*" >&2
-    (cd "$dir" && CARGO_TARGET_DIR="$target" cargo build --release --quiet -p smalloc-ffi)
+    local side="$1" dir="$2" so_features="$3" target="$out/target-$1" exe
+    shift 3
+    echo "== building $side from $dir $* (libsmalloc.so: $so_features)" >&2
+    # shellcheck disable=SC2086 # the options are words
+    (cd "$dir" && CARGO_TARGET_DIR="$target" cargo build --release --quiet -p smalloc-ffi \
+        $so_features)
     exe="$(cd "$dir" && CARGO_TARGET_DIR="$target" cargo bench --quiet -p bench --bench tango \
         --no-run --message-format=json "$@" | grep '"name":"tango"' |
         grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)"
@@ -49,9 +54,9 @@ export_side() {
     cp "$target/release/libsmalloc.so" "$out/$side/libsmalloc.so"
 }
 # shellcheck disable=SC2086 # the options are words
-export_side a "$wt" ${A_FEATURES:-}
+export_side a "$wt" "${A_SO_FEATURES:-}" ${A_FEATURES:-}
 # shellcheck disable=SC2086
-export_side b "$root" ${B_FEATURES:-}
+export_side b "$root" "${B_SO_FEATURES:-}" ${B_FEATURES:-}
 
 # Both sides parse the same documents.
 if [ -z "${SMALLOC_JSON_CORPUS:-}" ] && [ -d "$root/../shared/json-corpus" ]; then

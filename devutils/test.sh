@@ -30,10 +30,12 @@ echo "== core tests again with the portable (pthread key) thread-slab fallback"
 RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \
     --target-dir target/portable-tls --no-fail-fast
 
-echo "== core tests again with the diagnostic counters (the diag feature), and the builds that use them"
-cargo nextest run -p smalloc --features diag --target-dir target/diag --no-fail-fast
-cargo build -p bench --features smalloc-diag --target-dir target/diag
-cargo build -p smalloc-ffi --features diag --target-dir target/diag
+echo "== the event counters (the counters feature): core tests, the C library's report, bench's use"
+cargo nextest run -p smalloc --features counters --target-dir target/counters --no-fail-fast
+cargo build --release -p smalloc-ffi --features counters --target-dir target/counters
+cargo nextest run -p smalloc-ffi --features counters --target-dir target/counters \
+    --no-fail-fast -E 'binary(introspect)'
+cargo build -p bench --no-default-features --features smalloc-counters --target-dir target/counters
 
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \

@@ -133,16 +133,18 @@ pub fn measure_row(c: &Config, spec: &RowSpec) -> Row {
             samples: Vec::with_capacity(c.batches),
         })
         .collect();
-    let mut events = [0u64; smalloc::diag::NUM_EVENTS];
+    let mut events = [0u64; smalloc::counters::NUM_EVENTS];
     let mut smalloc_ops = 0;
     for round in 0..c.batches {
         for k in 0..n {
             let i = (round + k) % n;
-            let before = smalloc::diag::snapshot();
+            let before = smalloc::counters::events();
             let b = batch(c, spec, &c.allocs[i], round);
-            if let (Some(x), Some(y), true) =
-                (before, smalloc::diag::snapshot(), c.allocs[i] == "smalloc")
-            {
+            if let (Some(x), Some(y), true) = (
+                before,
+                smalloc::counters::events(),
+                c.allocs[i] == "smalloc",
+            ) {
                 smalloc_ops += b.ops;
                 for (e, (x, y)) in events.iter_mut().zip(x.iter().zip(y)) {
                     *e += y - x;
@@ -157,11 +159,11 @@ pub fn measure_row(c: &Config, spec: &RowSpec) -> Row {
     Row { spec: *spec, cells }
 }
 
-/// Prints smalloc's cold-path events of one row (the `smalloc-diag`
+/// Prints smalloc's cold-path events of one row (the `smalloc-counters`
 /// feature), per million operations, on stderr.
 fn report_events(spec: &RowSpec, events: &[u64], ops: u64) {
-    let mut line = format!("diag {:<24}", spec.label());
-    for (name, &n) in smalloc::diag::NAMES.iter().zip(events) {
+    let mut line = format!("events {:<24}", spec.label());
+    for (name, &n) in smalloc::counters::NAMES.iter().zip(events) {
         if n > 0 {
             line += &format!(" {name}={:.1}", n as f64 * 1e6 / ops as f64);
         }

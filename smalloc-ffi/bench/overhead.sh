@@ -13,10 +13,13 @@
 # measures its malloc/free the same way under LD_PRELOAD. If that source
 # cannot be found or built, or mimalloc is not seen to be in use, its line
 # says SKIPPED and the other lines are printed as usual.
+#
+# FEATURES=counters (cargo features of smalloc-ffi) measures such a build;
+# give it its own CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=$(realpath "${CARGO_TARGET_DIR:-target}")
-cargo build --release -p smalloc-ffi --lib --example overhead
+cargo build --release -p smalloc-ffi --lib --example overhead ${FEATURES:+--features "$FEATURES"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin -o "$tmp/overhead_c" smalloc-ffi/bench/overhead.c

@@ -84,3 +84,53 @@ fn smalloc_stats_prints_a_report_at_exit() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("MALLOC:"));
     let _ = fs::remove_file(&file);
 }
+
+/// The row of size class `sc` in the counters' table of a report: allocs,
+/// frees, remote allocs, remote frees.
+fn counts_row(report: &str, sc: u32) -> Option<Vec<u64>> {
+    let table = report.split("Frees by threads that do not own").nth(1)?;
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&sc.to_string()))?;
+    Some(
+        row.split_whitespace()
+            .skip(3)
+            .map(|w| w.parse().unwrap())
+            .collect(),
+    )
+}
+
+#[test]
+fn the_report_shows_the_counters_only_when_compiled_in() {
+    let dir = scratch_dir("counts");
+    let exe = compile(&dir, "counts.c", &["-pthread"]);
+    let file = dir.join("stats.txt");
+    let _ = fs::remove_file(&file);
+    let out = run_ok(
+        preloaded(&mut Command::new(&exe))
+            .env("SMALLOC_STATS", "1")
+            .env("SMALLOC_STATS_FILE", &file),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("counts ok"));
+    let report = fs::read_to_string(&file).unwrap();
+    let _ = fs::remove_file(&file);
+    if !cfg!(feature = "counters") {
+        assert!(!report.contains("Event first-alloc"), "{report}");
+        return;
+    }
+    // 8 KiB: 1000 allocated, 300 freed by their thread, 200 by main.
+    assert_eq!(
+        counts_row(&report, 13),
+        Some(vec![1000, 500, 0, 200]),
+        "{report}"
+    );
+    // 32 KiB: calloc, posix_memalign, aligned_alloc four times, and the
+    // realloc's first block; 64 KiB: where the realloc moved it.
+    assert_eq!(
+        counts_row(&report, 15),
+        Some(vec![13, 13, 0, 0]),
+        "{report}"
+    );
+    assert_eq!(counts_row(&report, 16), Some(vec![1, 1, 0, 0]), "{report}");
+    assert!(report.contains("Event first-alloc"), "{report}");
+}

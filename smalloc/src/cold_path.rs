@@ -20,7 +20,7 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::diag::{self, Event};
+use crate::counters::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
 use crate::home_slab::{self, is_owner, occupancy};
 use crate::hot_path::{
@@ -32,6 +32,13 @@ use crate::{ownership, private_list, purge, reservation, sys};
 /// A slot as the allocation functions return it: its address and whether it
 /// was never handed out before.
 type Got = (*mut u8, bool);
+
+/// `got`, counted as an allocation (the `counters` feature).
+#[inline(always)]
+fn counted(got: Got) -> Got {
+    counters::alloc(got.0);
+    got
+}
 
 /// The slot named by `link` in (slab, size class).
 #[inline]
@@ -53,7 +60,7 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 pub fn alloc_small(sc: u32) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
-        return owner_refill(home_slab::owned_slab(owned), sc);
+        return counted(owner_refill(home_slab::owned_slab(owned), sc));
     }
     let current = home_slab::current();
     if current == 0 {
@@ -63,10 +70,10 @@ pub fn alloc_small(sc: u32) -> Got {
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
     if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
-            return owner_refill(owned, sc);
+            return counted(owner_refill(owned, sc));
         }
     }
-    shared_alloc(base, slab, sc)
+    counted(shared_alloc(base, slab, sc))
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -77,7 +84,7 @@ pub fn alloc_large(sc: u32) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
         if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return got;
+            return counted(got);
         }
     }
     let current = home_slab::current();
@@ -85,15 +92,18 @@ pub fn alloc_large(sc: u32) -> Got {
         return alloc_first(sc);
     }
     let addr = home_slab::slab_addr(current);
-    shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc)
+    counted(shared_alloc(
+        layout::base_of(addr),
+        layout::slab_of(addr),
+        sc,
+    ))
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
-/// if needed, take a place, then allocate.
+/// if needed, take a place, then allocate (and count the allocation).
 #[cold]
 #[inline(never)]
 fn alloc_first(sc: u32) -> Got {
-    diag::count(Event::FirstAlloc);
     let base = reservation::base_raw();
     let base = if reservation::is_ready(base) {
         base
@@ -104,6 +114,7 @@ fn alloc_first(sc: u32) -> Got {
         }
     };
     home_slab::assign(base);
+    counters::count(Event::FirstAlloc, home_slab::current());
     crate::hot_path::alloc(sc)
 }
 
@@ -145,7 +156,7 @@ fn owner_refill(slab_addr: usize, sc: u32) -> Got {
     let hint = home_slab::search_hint();
     if hint != slab {
         if let Some(got) = try_shared(layout::slab_addr(base, hint), sc) {
-            diag::count(Event::Borrow);
+            counters::count(Event::Borrow, slab_addr);
             return got;
         }
     }
@@ -181,7 +192,7 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
         }
         let first = free_list::take_all(flh);
         if first != 0 {
-            diag::count(Event::TakeShared);
+            counters::count(Event::TakeShared, slab_addr);
             // SAFETY: we own the chain we took; its links were released by
             // its pushes and acquired by `take_all`.
             let next = unsafe { links.load_link(first) };
@@ -234,7 +245,7 @@ fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Got> {
 /// never-used tail of `sc` into its fresh run and takes its first slot.
 fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Got> {
     let (first, end) = claim_tail(slab_addr, sc, true)?;
-    diag::count(Event::NeverUsed);
+    counters::count(Event::NeverUsed, slab_addr);
     // Relaxed: only the owner touches the run.
     let run = fresh_run(layout::private_block(slab_addr), sc);
     run.store(
@@ -299,11 +310,11 @@ fn shared_alloc(base: usize, slab: usize, sc: u32) -> Got {
             Pop::Empty => return shared_never_used(base, slab, sc),
             // Another thread's push succeeded: progress (lock-free); retry.
             p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => {
-                diag::count(Event::PushRetry);
+                counters::count(Event::PushRetry, addr);
                 retries += 1;
             }
             Pop::Collision { .. } => {
-                diag::count(Event::Contended);
+                counters::count(Event::Contended, addr);
                 return failover(base, slab, sc);
             }
         }
@@ -323,7 +334,7 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
     }
     match claim_tail(addr, sc, false) {
         Some((n, _)) => {
-            diag::count(Event::NeverUsed);
+            counters::count(Event::NeverUsed, addr);
             never_used(addr, sc, n)
         }
         None => failover(base, slab, sc),
@@ -346,9 +357,10 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
 #[cold]
 #[inline(never)]
 fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
-    let t = diag::ticks();
+    let t = counters::ticks();
     let got = find_freed_inner(base, slab, sc);
-    diag::add(Event::SearchTicks, diag::ticks().wrapping_sub(t));
+    let at = layout::slab_addr(base, slab);
+    counters::add(Event::SearchTicks, at, counters::ticks().wrapping_sub(t));
     if let Some((p, _)) = got {
         home_slab::set_search_hint(layout::slab_of(p.addr()));
     }
@@ -358,12 +370,12 @@ fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
 /// The body of [`find_freed`].
 #[inline(always)]
 fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
-    diag::count(Event::NewMemory);
+    let own = layout::slab_addr(base, slab);
+    counters::count(Event::NewMemory, own);
     let others = occupancy::ever_used() & !(1 << slab);
     let unowned = others & ownership::unowned();
     let small = sc < LARGE_SC;
     let owned = home_slab::owned();
-    let own = layout::slab_addr(base, slab);
     let owns_slab = is_owner(owned) && home_slab::owned_slab(owned) == own;
     // From where the last search succeeded: where freed slots were is where
     // they likely are again, and each slab looked at costs a cache miss.
@@ -375,7 +387,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             // before its private list (a claim and a release of the owned
             // set, which every thread uses).
             if let Some(got) = try_shared(addr, sc).or_else(|| borrow_private(base, s, sc)) {
-                diag::count(Event::FreedUnowned);
+                counters::count(Event::FreedUnowned, own);
                 return Some(got);
             }
             continue;
@@ -383,13 +395,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             && has_freed(addr, sc)
             && ownership::claim(s)
         {
-            diag::count(Event::FreedUnowned);
+            counters::count(Event::FreedUnowned, own);
             home_slab::become_owner(base, s);
             let got = owner_take(addr, sc).or_else(|| owner_claim_step(addr, sc));
             return Some(got.unwrap_or_else(|| failover(base, s, sc)));
         }
         if let Some(got) = try_shared(addr, sc) {
-            diag::count(Event::FreedUnowned);
+            counters::count(Event::FreedUnowned, own);
             if small && follows_freed_slots() {
                 home_slab::move_to(base, s);
             }
@@ -398,7 +410,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     }
     for s in slabs_from(others & !unowned, hint) {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
-            diag::count(Event::FreedOwned);
+            counters::count(Event::FreedOwned, own);
             if small && follows_freed_slots() {
                 home_slab::move_to(base, s);
             }
@@ -409,13 +421,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
         for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
             if owns_slab {
                 if let Some(got) = owner_take_large(own, up) {
-                    diag::count(Event::FreedLarger);
+                    counters::count(Event::FreedLarger, own);
                     return Some(got);
                 }
             }
             for s in core::iter::once(slab).chain(slabs_in(others)) {
                 if let Some(got) = try_shared(layout::slab_addr(base, s), up) {
-                    diag::count(Event::FreedLarger);
+                    counters::count(Event::FreedLarger, own);
                     return Some(got);
                 }
             }
@@ -532,7 +544,7 @@ fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Got> {
 #[cold]
 #[inline(never)]
 fn failover(base: usize, slab: usize, sc: u32) -> Got {
-    diag::count(Event::Failover);
+    counters::count(Event::Failover, layout::slab_addr(base, slab));
     let owned = home_slab::owned();
     let owned_slab = is_owner(owned).then(|| home_slab::owned_slab(owned));
     // On the first pass over `sc`, try the thread's own slab last: it just
@@ -553,7 +565,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
                 };
                 if let Some(got) = got {
                     if want != sc {
-                        diag::count(Event::FailoverLarger);
+                        counters::count(Event::FailoverLarger, addr);
                     }
                     if owned_slab.is_none() && s != slab {
                         home_slab::move_to(base, s);
@@ -592,6 +604,7 @@ pub unsafe fn dealloc(p: *mut u8) {
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    counters::free(addr);
     if layout::is_large(addr) {
         let owned = home_slab::owned();
         if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {

@@ -35,8 +35,9 @@
 //! (which cannot run inline assembly), fall back to pthread keys.
 //! Alternatives measured: `docs/tls.md`.
 
+use crate::counters::{self, Event};
 use crate::layout::{self, NUM_SLABS};
-use crate::{diag, hot_path, ownership, sys};
+use crate::{hot_path, ownership, sys};
 
 pub mod occupancy;
 
@@ -140,7 +141,7 @@ pub fn assign(base: usize) {
     if owns {
         hot_path::fill_region_table(addr);
         set_owned(addr);
-        diag::count(diag::Event::Claim);
+        counters::count(Event::Claim, addr);
     }
     occupancy::note_used(slab);
     exit::register(slab, owns);
@@ -166,7 +167,7 @@ pub fn become_owner(base: usize, slab: usize) {
     occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
     occupancy::note_used(slab);
     exit::update(slab, true);
-    diag::count(diag::Event::Claim);
+    counters::count(Event::Claim, addr);
 }
 
 /// Moves a thread that owns no slab to `slab` for its next allocations.
@@ -178,7 +179,7 @@ pub fn move_to(base: usize, slab: usize) {
     occupancy::moved(layout::slab_of(slab_addr(old)), slab);
     occupancy::note_used(slab);
     exit::update(slab, false);
-    diag::count(diag::Event::Move);
+    counters::count(Event::Move, layout::slab_addr(base, slab));
 }
 
 /// Pins the calling thread, which has a slab, to `slab` without owning it:

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::free_list::LinkStore;
 use crate::layout::{self, LARGE_SC, MAX_SC};
-use crate::{cold_path, home_slab, private_list, reservation, sys};
+use crate::{cold_path, counters, home_slab, private_list, reservation, sys};
 
 /// The link cells of the free slots of one region: each slot's first four
 /// bytes.
@@ -199,6 +199,7 @@ pub fn alloc_hot(index: usize) -> Option<*mut u8> {
     // SAFETY: the thread owns the slab (or the block is EMPTY_TABLES, whose
     // lists are empty); the links are its region's.
     unsafe { private_list::pop(head_at(block, index), &links) }?;
+    counters::owner_alloc(block, index);
     let p: *mut u8 = sys::ptr_at(links.slot.get());
     debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
     debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
@@ -248,6 +249,7 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
             layout::link_of(p.addr()),
         )
     };
+    counters::owner_free(block, index);
     true
 }
 

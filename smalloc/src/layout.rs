@@ -141,6 +141,10 @@ pub const LARGE_HEADS_OFFSET: usize = FRESH_OFFSET + 8 * NUM_SCS;
 pub const LARGE_COUNTS_OFFSET: usize = LARGE_HEADS_OFFSET + 4 * NUM_SCS;
 /// Bytes of a private block from its first table on.
 pub const PRIVATE_TABLES_SIZE: usize = LARGE_COUNTS_OFFSET + 4 * NUM_SCS - HEADS_OFFSET;
+/// Offset of the owner's event counts (the `counters` feature; two `u64`
+/// per size class: allocations, frees) from the private block, on the
+/// tables' page.
+pub const OWNER_COUNTS_OFFSET: usize = HEADS_OFFSET + PRIVATE_TABLES_SIZE;
 /// Offset, from its slab's address, of the slab's shared lines: one cache
 /// line per size class holding its flh and its never-used tail, in the
 /// region of size class 0 (which holds no slots either), away from the
@@ -151,14 +155,22 @@ pub const SHARED_OFFSET: usize = 0x9_2d40 % (1 << REGION_BITS);
 pub const SHARED_STRIDE_SHIFT: u32 = 6;
 /// Offset of the never-used tail word within a shared line.
 pub const TAIL_OFFSET: usize = 8;
+/// Offset within a shared line of the counts (the `counters` feature; two
+/// `u64`: allocations, frees) of the threads that do not own the slab, on
+/// the line their compare-and-swap of the flh takes anyway.
+pub const REMOTE_COUNTS_OFFSET: usize = 16;
+/// Offset, from its slab's address, of the slab's cold-path event counts
+/// (the `counters` feature; one `u64` per event), after its shared lines.
+pub const EVENTS_OFFSET: usize = SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT);
 
 const _: () = assert!(
     MAX_SC < REGION_BITS,
     "a region must hold at least two slots"
 );
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
-const _: () = assert!(SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT) <= 1 << REGION_BITS);
-const _: () = assert!(HEADS_OFFSET + PRIVATE_TABLES_SIZE <= 1 << REGION_BITS && MIN_SC > 1);
+const _: () = assert!(EVENTS_OFFSET + 8 * 64 <= 1 << REGION_BITS);
+const _: () = assert!(OWNER_COUNTS_OFFSET + 16 * NUM_SCS <= 1 << REGION_BITS && MIN_SC > 1);
+const _: () = assert!(REMOTE_COUNTS_OFFSET + 16 <= 1 << SHARED_STRIDE_SHIFT);
 const _: () = assert!(TOTAL_BITS < usize::BITS);
 
 /// Number of slots of size class `sc` in one slab.

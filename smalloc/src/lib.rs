@@ -30,7 +30,7 @@ extern crate std;
 
 mod big;
 mod cold_path;
-pub mod diag;
+pub mod counters;
 pub mod free_list;
 pub mod grow;
 mod home_slab;

@@ -18,11 +18,13 @@
 
 mod report;
 
+pub use crate::counters::Counts;
 pub use crate::trim::trim;
 pub use report::report;
 
 use core::sync::atomic::Ordering;
 
+use crate::counters::{self, NUM_EVENTS};
 use crate::home_slab::occupancy;
 use crate::hot_path::{fresh_run, large_head, link_cell, private_head, tail};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
@@ -40,6 +42,8 @@ pub struct ClassStats {
     /// Pushes onto the shared lists: frees by threads that did not own the
     /// slot's slab, and of large slots (modulo 2^32 per list).
     pub shared_frees: u64,
+    /// Allocations and frees (zero without the `counters` feature).
+    pub counts: Counts,
 }
 
 impl ClassStats {
@@ -66,6 +70,9 @@ pub struct SlabStats {
     pub handed_out_bytes: u64,
     /// Bytes of its freed slots waiting on its lists.
     pub free_bytes: u64,
+    /// Allocations and frees of its slots (zero without the `counters`
+    /// feature).
+    pub counts: Counts,
 }
 
 /// What the heap holds: see the module documentation for when it is exact.
@@ -94,6 +101,11 @@ pub struct Snapshot {
     /// List walks that met a link naming no handed-out slot (only while
     /// threads allocate and free).
     pub walks_cut: u64,
+    /// Whether the event counters are compiled in (the `counters` feature):
+    /// then `counts` and `events` hold them.
+    pub counters: bool,
+    /// Cold-path events, in [`counters::Event`] order.
+    pub events: [u64; NUM_EVENTS],
 }
 
 impl Snapshot {
@@ -106,18 +118,22 @@ impl Snapshot {
             free_shared: 0,
             free_private: 0,
             shared_frees: 0,
+            counts: Counts::ZERO,
         }; NUM_SCS],
         slabs: [SlabStats {
             owned: false,
             threads: 0,
             handed_out_bytes: 0,
             free_bytes: 0,
+            counts: Counts::ZERO,
         }; NUM_SLABS],
         big_count: 0,
         big_bytes: 0,
         resident_bytes: 0,
         trimmable_bytes: 0,
         walks_cut: 0,
+        counters: counters::ENABLED,
+        events: [0; NUM_EVENTS],
     };
 
     /// The size classes that ever handed out a slot, with their stats.
@@ -157,6 +173,14 @@ impl Snapshot {
     pub fn free_slots(&self) -> u64 {
         self.used_classes().map(|(_, c)| c.free()).sum()
     }
+
+    /// Allocations and frees over the size classes (zero without the
+    /// `counters` feature).
+    pub fn counts(&self) -> Counts {
+        let mut t = Counts::ZERO;
+        self.used_classes().for_each(|(_, c)| t.add(&c.counts));
+        t
+    }
 }
 
 /// Takes a snapshot of the heap.
@@ -195,9 +219,13 @@ pub fn snapshot() -> Snapshot {
             c.free_shared += l.free_shared;
             c.free_private += l.free_private;
             c.shared_frees += l.shared_frees;
+            let n = counters::read(slab_addr, sc);
+            c.counts.add(&n);
+            st.counts.add(&n);
             st.handed_out_bytes += l.handed_out << sc;
             st.free_bytes += free << sc;
         }
+        counters::read_events(slab_addr, &mut s.events);
         s.slabs[slab] = st;
     }
     s

@@ -400,10 +400,10 @@ fn the_large_slot_tests_agree_with_size_class() {
 }
 
 #[test]
-fn diag_counts_cold_path_events_only_with_its_feature() {
-    use crate::diag::{Event, snapshot};
+fn counters_count_cold_path_events_only_with_their_feature() {
+    use crate::counters::{Event, events};
     let l = Layout::from_size_align(48, 8).unwrap();
-    let before = snapshot();
+    let before = events();
     // A new thread's first allocation is a cold-path event.
     std::thread::spawn(move || {
         // SAFETY: a non-zero layout; the block is freed at once.
@@ -411,11 +411,12 @@ fn diag_counts_cold_path_events_only_with_its_feature() {
     })
     .join()
     .unwrap();
-    let after = snapshot();
-    if cfg!(feature = "diag") {
+    let after = events();
+    if cfg!(feature = "counters") {
         let (before, after) = (before.unwrap(), after.unwrap());
         let first = Event::FirstAlloc as usize;
         assert!(after[first] > before[first], "{before:?} -> {after:?}");
+        assert_eq!(crate::stats::snapshot().events, after);
     } else {
         assert_eq!((before, after), (None, None));
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use devutils::{Rng, check, check_sparse, fill, fill_sparse};
 use smalloc::Smalloc;
-use smalloc::stats::{self, Snapshot};
+use smalloc::stats::{self, Counts, Snapshot};
 
 static A: Smalloc = Smalloc::new();
 
@@ -52,6 +52,21 @@ fn free(p: *mut u8, size: usize, tag: u64) {
 }
 
 const PAGE: u64 = 4096;
+
+/// `allocs` and `frees` (none remote) with the `counters` feature, zero
+/// without.
+fn counted(allocs: u64, frees: u64, remote_allocs: u64, remote_frees: u64) -> Counts {
+    if cfg!(feature = "counters") {
+        Counts {
+            allocs,
+            frees,
+            remote_allocs,
+            remote_frees,
+        }
+    } else {
+        Counts::ZERO
+    }
+}
 
 #[test]
 fn a_heap_that_never_allocated_is_empty() {
@@ -95,7 +110,9 @@ fn exact_after_known_operations_on_one_thread() {
         assert_eq!(c.handed_out, n, "class {sc} ({size} B) handed out");
         assert_eq!(c.free(), k, "class {sc} freed");
         assert_eq!(c.live(), n - k, "class {sc} live");
+        assert_eq!(c.counts, counted(n, k, 0, 0), "class {sc} counts");
     }
+    assert_eq!(s.counters, cfg!(feature = "counters"));
     assert_eq!(s.used_classes().count(), plan.len());
     let live: u64 = plan.iter().map(|&(_, sc, n, k)| (n - k) << sc).sum();
     assert_eq!(s.live_bytes(), live);
@@ -128,6 +145,8 @@ fn exact_after_known_operations_on_one_thread() {
     let s = stats::snapshot();
     assert_eq!((s.big_count, s.big_bytes, s.live_slots()), (0, 0, 0));
     assert_eq!(s.free_bytes(), handed_out);
+    let n: u64 = plan.iter().map(|&(_, _, n, _)| n).sum();
+    assert_eq!(s.counts(), counted(n, n, 0, 0));
 }
 
 #[test]
@@ -170,6 +189,14 @@ fn exact_after_threads_join_with_cross_thread_frees() {
     assert!(c.free_shared >= THREADS as u64 * 150, "{c:?}");
     assert!(c.shared_frees >= THREADS as u64 * 150, "{c:?}");
     assert_eq!(s.walks_cut, 0);
+    // Each thread allocated and freed on the slab it owned; the main thread
+    // owns none: its frees are remote.
+    let (all, remote) = (THREADS as u64 * EACH, THREADS as u64 * 150);
+    assert_eq!(c.counts, counted(all, THREADS as u64 * 250, 0, remote));
+    let theirs = counted(EACH, 250, 0, 150);
+    let slabs = s.slabs.iter().filter(|l| l.counts != Counts::ZERO);
+    assert!(slabs.clone().all(|l| l.counts == theirs), "{:?}", s.slabs);
+    assert_eq!(slabs.count(), if s.counters { THREADS } else { 0 });
 }
 
 #[test]
@@ -205,6 +232,16 @@ fn the_report_carries_the_snapshots_numbers() {
         .unwrap_or_else(|| panic!("no row for class 7 in\n{text}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[..5], ["7", "128", "B", "300", "200"], "{row}");
+    // The counters' part, only when they are compiled in.
+    assert_eq!(text.contains("Event first-alloc"), s.counters, "{text}");
+    if s.counters {
+        assert_eq!(number("Allocations"), 300);
+        assert_eq!(number("Frees"), 100);
+        assert_eq!(number("slot's slab (remote)"), 0);
+        let rows: Vec<_> = text.lines().filter(|l| l.starts_with("    7 ")).collect();
+        let cells: Vec<&str> = rows[1].split_whitespace().collect();
+        assert_eq!(cells, ["7", "128", "B", "300", "100", "0", "0"], "{text}");
+    }
 }
 
 #[test]
@@ -280,12 +317,13 @@ fn snapshots_and_trims_while_threads_allocate_and_free() {
             thread::spawn(move || {
                 let mut rng = Rng::new(t + 1);
                 let mut mine: Vec<(usize, usize, u64)> = Vec::new();
-                let mut ops = 0u64;
+                let (mut ops, mut allocs) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     ops += 1;
                     if mine.len() < 200 && rng.below(2) == 0 {
                         let size = rng.log_size(8, 1 << 20);
                         let p = alloc(size, ops) as usize;
+                        allocs += 1;
                         assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
                         mine.push((p, size, ops));
                     } else if let Some(b) = mine.pop() {
@@ -305,7 +343,7 @@ fn snapshots_and_trims_while_threads_allocate_and_free() {
                 for b in mine {
                     release(&live, b);
                 }
-                ops
+                (ops, allocs)
             })
         })
         .collect();
@@ -322,12 +360,21 @@ fn snapshots_and_trims_while_threads_allocate_and_free() {
         snaps += 1;
     }
     stop.store(true, Ordering::Relaxed);
-    let ops: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let (ops, allocs) = workers
+        .into_iter()
+        .map(|w| w.join().unwrap())
+        .fold((0, 0), |(o, a), (x, y)| (o + x, a + y));
     for b in std::mem::take(&mut *pass.lock().unwrap()) {
         release(&live, b);
     }
     let s = stats::snapshot();
     assert_eq!(s.live_slots(), 0, "every block was freed: {s:?}");
+    // The trims' own pops and pushes are not counted.
+    let (n, want) = (s.counts(), counted(allocs, allocs, 0, 0));
+    assert_eq!((n.allocs, n.frees), (want.allocs, want.frees));
+    for (sc, c) in s.used_classes() {
+        assert_eq!(c.counts.allocs, c.counts.frees, "class {sc}");
+    }
     eprintln!(
         "{snaps} snapshots during {ops} operations; walks cut: {}",
         s.walks_cut

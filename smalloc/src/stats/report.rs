@@ -1,11 +1,12 @@
 //! The text report of a [`Snapshot`], in the style of tcmalloc's: one
 //! number per line with its meaning, then a table per size class and one
-//! per slab. Every number line starts with `MALLOC:`, then the number;
+//! per slab; with the `counters` feature, the counts and events after. Every number line starts with `MALLOC:`, then the number;
 //! table rows start with the size class or slab number.
 
 use core::fmt::{self, Write};
 
 use super::Snapshot;
+use crate::counters::NAMES;
 use crate::layout::NUM_SLABS;
 
 /// `2^sc` bytes in the largest whole unit: (number, unit).
@@ -134,6 +135,53 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
             "{i:>5} {owned:>6} {:>8} {:>18} {:>18}",
             l.threads, l.handed_out_bytes, l.free_bytes
         )?;
+    }
+    writeln!(w, "{RULE}")?;
+    if s.counters {
+        counts(w, s)?;
+    }
+    Ok(())
+}
+
+/// The event counters' part of the report (the `counters` feature): totals,
+/// a table per size class, the cold-path events.
+fn counts(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
+    let t = s.counts();
+    count_line(w, t.allocs, "Allocations")?;
+    count_line(w, t.frees, "Frees")?;
+    let by = "by threads that do not own the slot's slab";
+    writeln!(
+        w,
+        "MALLOC:   {:>15}                  Allocations {by}",
+        t.remote_allocs
+    )?;
+    writeln!(
+        w,
+        "MALLOC:   {:>15}                  Frees {by} (remote)",
+        t.remote_frees
+    )?;
+    writeln!(w, "{RULE}")?;
+    writeln!(
+        w,
+        "{:>5} {:>10} {:>14} {:>14} {:>14} {:>14}",
+        "class", "slot size", "allocs", "frees", "remote allocs", "remote frees"
+    )?;
+    for (sc, c) in s.used_classes() {
+        let n = &c.counts;
+        writeln!(
+            w,
+            "{sc:>5} {:>6} {:<3} {:>14} {:>14} {:>14} {:>14}",
+            pow2(sc).0,
+            pow2(sc).1,
+            n.allocs,
+            n.frees,
+            n.remote_allocs,
+            n.remote_frees
+        )?;
+    }
+    writeln!(w, "{RULE}")?;
+    for (name, n) in NAMES.iter().zip(s.events) {
+        writeln!(w, "MALLOC:   {n:>15}                  Event {name}")?;
     }
     writeln!(w, "{RULE}")
 }
