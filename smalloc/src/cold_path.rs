@@ -26,18 +26,44 @@ use crate::home_slab::{self, is_owner, occupancy};
 use crate::hot_path::{
     RegionLinks, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
 };
-use crate::layout::{self, LARGE_SC, MAX_SC, NUM_SLABS};
+use crate::layout::{self, LARGE_SC, MAX_SC, THREAD_SLABS};
 use crate::{ownership, private_list, purge, reservation, sys};
 
 /// A slot as the allocation functions return it: its address and whether it
 /// was never handed out before.
 type Got = (*mut u8, bool);
 
-/// `got`, counted as an allocation (the `counters` feature).
+/// `got`, for a request of size class `sc`, counted as an allocation (the
+/// `counters` feature) and towards the next sample (the `profile` feature).
 #[inline(always)]
-fn counted(got: Got) -> Got {
+fn counted(got: Got, sc: u32) -> Got {
     counters::alloc(got.0);
+    #[cfg(feature = "profile")]
+    if !got.0.is_null() && crate::profile::due(1 << sc) {
+        return crate::profile::sample(got, sc);
+    }
+    #[cfg(not(feature = "profile"))]
+    let _ = sc;
     got
+}
+
+/// A slot of size class `sc` of the profile's slab (the `profile` feature),
+/// for a sampled allocation: from its shared list, or never used.
+#[cfg(feature = "profile")]
+pub fn profile_slot(sc: u32) -> Option<Got> {
+    let addr = layout::slab_addr(reservation::base_raw(), layout::PROFILE_SLAB);
+    let links = RegionLinks {
+        region: layout::region_addr(addr, sc),
+    };
+    loop {
+        match free_list::pop(flh(addr, sc), &links) {
+            Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
+            Pop::Empty => break,
+            // Another thread's operation succeeded (lock-free): again.
+            Pop::Collision { .. } => {}
+        }
+    }
+    claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
 }
 
 /// The slot named by `link` in (slab, size class).
@@ -60,7 +86,7 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 pub fn alloc_small(sc: u32) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
-        return counted(owner_refill(home_slab::owned_slab(owned), sc));
+        return counted(owner_refill(home_slab::owned_slab(owned), sc), sc);
     }
     let current = home_slab::current();
     if current == 0 {
@@ -70,10 +96,10 @@ pub fn alloc_small(sc: u32) -> Got {
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
     if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc));
+            return counted(owner_refill(owned, sc), sc);
         }
     }
-    counted(shared_alloc(base, slab, sc))
+    counted(shared_alloc(base, slab, sc), sc)
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -84,7 +110,7 @@ pub fn alloc_large(sc: u32) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
         if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return counted(got);
+            return counted(got, sc);
         }
     }
     let current = home_slab::current();
@@ -92,11 +118,8 @@ pub fn alloc_large(sc: u32) -> Got {
         return alloc_first(sc);
     }
     let addr = home_slab::slab_addr(current);
-    counted(shared_alloc(
-        layout::base_of(addr),
-        layout::slab_of(addr),
-        sc,
-    ))
+    let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
+    counted(got, sc)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
@@ -553,8 +576,8 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
     for want in sc..=MAX_SC {
         loop {
             let mut collided = false;
-            for i in 0..NUM_SLABS {
-                let s = (first + i) % NUM_SLABS;
+            for i in 0..THREAD_SLABS {
+                let s = (first + i) % THREAD_SLABS;
                 let addr = layout::slab_addr(base, s);
                 let got = if Some(addr) == owned_slab && want < LARGE_SC {
                     owner_take(addr, want).or_else(|| owner_claim_step(addr, want))
@@ -605,6 +628,10 @@ pub unsafe fn dealloc(p: *mut u8) {
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
     counters::free(addr);
+    #[cfg(feature = "profile")]
+    if layout::slab_of(addr) == layout::PROFILE_SLAB {
+        crate::profile::freed(addr);
+    }
     if layout::is_large(addr) {
         let owned = home_slab::owned();
         if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {

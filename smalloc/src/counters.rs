@@ -289,7 +289,7 @@ pub fn events() -> Option<[u64; NUM_EVENTS]> {
     }
     let mut e = [0; NUM_EVENTS];
     if let Some(base) = crate::hooks::reservation_base() {
-        let used = crate::home_slab::occupancy::ever_used();
+        let used = crate::home_slab::occupancy::ever_used() | layout::RESERVED_SLABS;
         for slab in (0..layout::NUM_SLABS).filter(|i| used & (1 << i) != 0) {
             read_events(layout::slab_addr(base, slab), &mut e);
         }

@@ -41,6 +41,39 @@ use crate::{hot_path, ownership, sys};
 
 pub mod occupancy;
 
+/// Thread-local words of the `profile` feature (none without it): the bytes
+/// left before the next sample, the random state, the re-entrancy flag, the
+/// top of the thread's stack.
+pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 4 } else { 0 };
+
+/// The profiler's thread-local words, for [`profile_word`].
+#[cfg(feature = "profile")]
+pub mod profile_words {
+    use super::tls::{PROFILE, STRIDE};
+    /// Bytes left before the next sample.
+    pub const LEFT: usize = PROFILE;
+    /// Random state.
+    pub const RNG: usize = PROFILE + STRIDE;
+    /// Flags (inside the profiler).
+    pub const FLAGS: usize = PROFILE + 2 * STRIDE;
+    /// Top of the thread's stack.
+    pub const STACK_TOP: usize = PROFILE + 3 * STRIDE;
+}
+
+/// A thread-local word of the profiler ([`profile_words`]).
+#[cfg(feature = "profile")]
+#[inline(always)]
+pub fn profile_word<const W: usize>() -> usize {
+    tls::load::<W>()
+}
+
+/// Sets a thread-local word of the profiler.
+#[cfg(feature = "profile")]
+#[inline(always)]
+pub fn set_profile_word<const W: usize>(v: usize) {
+    tls::store::<W>(v)
+}
+
 /// The owned word of a thread that owns no slab.
 pub const NOT_OWNER: usize = 1 << 63;
 
@@ -329,30 +362,43 @@ mod fork {
 #[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
 mod tls {
     // The words, in order: alloc (initially the empty block), owned
-    // (initially NOT_OWNER), current (initially 0), search hint (0).
+    // (initially NOT_OWNER), current (initially 0), search hint (0); with
+    // the `profile` feature, the profiler's words (0).
     core::arch::global_asm!(
         ".pushsection .tdata,\"awT\",@progbits",
         ".p2align 4",
         ".globl __smalloc_thread_v2",
         ".hidden __smalloc_thread_v2",
         ".type __smalloc_thread_v2,@object",
-        ".size __smalloc_thread_v2,32",
+        ".size __smalloc_thread_v2,{size}",
         "__smalloc_thread_v2:",
         ".quad {empty} - {heads}",
         ".quad 0x8000000000000000",
         ".quad 0",
         ".quad 0",
+        ".zero {extra}",
         ".popsection",
         empty = sym crate::hot_path::EMPTY_TABLES,
         heads = const crate::layout::HEADS_OFFSET,
+        size = const 8 * WORDS,
+        extra = const 8 * (WORDS - 4),
     );
     const _: () = assert!(super::NOT_OWNER == 0x8000_0000_0000_0000);
+
+    /// Number of words.
+    const WORDS: usize = 4 + super::PROFILE_WORDS;
 
     /// Byte offsets of the words.
     pub const ALLOC: usize = 0;
     pub const OWNED: usize = 8;
     pub const CURRENT: usize = 16;
     pub const HINT: usize = 24;
+    /// The `profile` feature's words ([`PROFILE_WORDS`](super::PROFILE_WORDS)).
+    #[cfg(feature = "profile")]
+    pub const PROFILE: usize = 32;
+    /// From one word to the next.
+    #[cfg(feature = "profile")]
+    pub const STRIDE: usize = 8;
 
     #[inline(always)]
     pub fn load<const WORD: usize>() -> usize {
@@ -395,14 +441,23 @@ mod tls {
     //! reads as the initial value.
     use core::sync::atomic::AtomicUsize;
 
+    /// Number of words.
+    const WORDS: usize = 4 + super::PROFILE_WORDS;
+
     /// Word indexes.
     pub const ALLOC: usize = 0;
     pub const OWNED: usize = 1;
     pub const CURRENT: usize = 2;
     pub const HINT: usize = 3;
+    /// The `profile` feature's words ([`PROFILE_WORDS`](super::PROFILE_WORDS)).
+    #[cfg(feature = "profile")]
+    pub const PROFILE: usize = 4;
+    /// From one word to the next.
+    #[cfg(feature = "profile")]
+    pub const STRIDE: usize = 1;
 
     /// The keys (see [`key_once`](super::key_once)).
-    static KEYS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+    static KEYS: [AtomicUsize; WORDS] = [const { AtomicUsize::new(0) }; WORDS];
 
     /// The initial value of `word`.
     fn initial(word: usize) -> usize {

@@ -49,7 +49,7 @@ pub fn owned_slab() -> Option<usize> {
 
 /// The slabs that have an owner, as a bit set. For diagnostics and tests.
 pub fn owned_slabs() -> usize {
-    !crate::ownership::unowned() & ((1 << crate::layout::NUM_SLABS) - 1)
+    !crate::ownership::unowned() & ((1 << crate::layout::THREAD_SLABS) - 1)
 }
 
 /// Bytes of freed large slots of one size class (at least one slot) that a
@@ -80,6 +80,6 @@ pub fn move_current_thread_to_slab(slab: usize) -> bool {
     if crate::home_slab::current() == 0 {
         crate::home_slab::assign(base);
     }
-    crate::home_slab::pin_unowned(base, slab % crate::layout::NUM_SLABS);
+    crate::home_slab::pin_unowned(base, slab % crate::layout::THREAD_SLABS);
     true
 }

@@ -203,6 +203,10 @@ pub fn alloc_hot(index: usize) -> Option<*mut u8> {
     let p: *mut u8 = sys::ptr_at(links.slot.get());
     debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
     debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
+    #[cfg(feature = "profile")]
+    if crate::profile::due(2 << index) {
+        return Some(crate::profile::sample((p, false), index as u32 + 1).0);
+    }
     Some(p)
 }
 

@@ -56,6 +56,15 @@ pub const SC_BITS: u32 = 5;
 pub const SLAB_BITS: u32 = 4;
 /// Number of slabs per size class.
 pub const NUM_SLABS: usize = 1 << SLAB_BITS;
+/// The slab of the sampled allocations of the `profile` feature: the last.
+/// No thread lives on it, and no allocation but a sampled one takes its
+/// slots, so a free knows a sampled block by its slab.
+pub const PROFILE_SLAB: usize = NUM_SLABS - 1;
+/// Slabs that threads live on: all of them, but [`PROFILE_SLAB`] with the
+/// `profile` feature.
+pub const THREAD_SLABS: usize = NUM_SLABS - cfg!(feature = "profile") as usize;
+/// The slabs no thread lives on, as a bit set (empty without `profile`).
+pub const RESERVED_SLABS: usize = ((1 << NUM_SLABS) - 1) & !((1 << THREAD_SLABS) - 1);
 /// Number of size class codes (0 and 1 are never used for slots).
 pub const NUM_SCS: usize = 1 << SC_BITS;
 

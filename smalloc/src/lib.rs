@@ -25,7 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "profile"))]
 extern crate std;
 
 mod big;
@@ -40,6 +40,8 @@ mod hot_path;
 pub mod layout;
 pub mod ownership;
 pub mod private_list;
+#[cfg(feature = "profile")]
+pub mod profile;
 mod purge;
 pub mod raw;
 mod reservation;

@@ -13,7 +13,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::layout::NUM_SLABS;
+use crate::layout::{NUM_SLABS, RESERVED_SLABS};
 
 /// The word holding the owned set.
 pub trait SetCell {
@@ -58,7 +58,9 @@ pub fn release_in<S: SetCell + ?Sized>(set: &S, slab: usize) {
 }
 
 /// The process's owned set.
-static OWNED: AtomicUsize = AtomicUsize::new(0);
+/// The slabs no thread lives on ([`layout::RESERVED_SLABS`]) count as owned
+/// for good, so nobody claims them.
+static OWNED: AtomicUsize = AtomicUsize::new(RESERVED_SLABS);
 
 /// Claims `slab` for the calling thread: true if it had no owner.
 #[inline]
@@ -84,5 +86,8 @@ pub fn unowned() -> usize {
 /// the forking thread owns, if any.
 pub fn reset_after_fork(mine: Option<usize>) {
     // Relaxed: the child has a single thread.
-    OWNED.store(mine.map_or(0, |s| 1 << s), Ordering::Relaxed);
+    OWNED.store(
+        mine.map_or(0, |s| 1 << s) | RESERVED_SLABS,
+        Ordering::Relaxed,
+    );
 }

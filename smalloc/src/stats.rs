@@ -193,9 +193,9 @@ pub fn snapshot() -> Snapshot {
     s.reservation_base = base;
     s.reservation_size = layout::TOTAL_SIZE;
     let threads = occupancy::live_threads();
-    let owned = !ownership::unowned();
+    let owned = !ownership::unowned() & !layout::RESERVED_SLABS;
     let page = sys::page_size();
-    let used = occupancy::ever_used();
+    let used = occupancy::ever_used() | layout::RESERVED_SLABS;
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let slab_addr = layout::slab_addr(base, slab);
         let block = layout::private_block(slab_addr);

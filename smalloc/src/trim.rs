@@ -38,7 +38,7 @@ pub fn trim(pad: usize) -> usize {
     let page = sys::page_size();
     let first_sc = (2 * page).trailing_zeros();
     let mine = hooks::owned_slab();
-    let used = occupancy::ever_used();
+    let used = occupancy::ever_used() | layout::RESERVED_SLABS;
     let mut released = 0;
     for sc in (first_sc..RELEASE_SC).rev() {
         for slab in (0..layout::NUM_SLABS).filter(|i| used & (1 << i) != 0) {

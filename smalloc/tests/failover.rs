@@ -6,7 +6,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use smalloc::Smalloc;
-use smalloc::layout::{MAX_SC, NUM_SLABS, num_slots, sc_of, slab_of};
+use smalloc::layout::{MAX_SC, THREAD_SLABS, num_slots, sc_of, slab_of};
 
 static A: Smalloc = Smalloc::new();
 
@@ -49,7 +49,7 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
     assert_eq!(again, s, "freed to its own private list");
 
     // Use up every slab of this size class.
-    while got.len() < per_slab * NUM_SLABS {
+    while got.len() < per_slab * THREAD_SLABS {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let p = unsafe { A.alloc(l) };
         assert_eq!(sc_of(p.addr()), sc, "after {} slots", got.len());
@@ -62,7 +62,7 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
 
     // Every slab is empty: the next larger size class serves the request.
     let mut bigger = Vec::new();
-    let top = num_slots(MAX_SC) as usize * NUM_SLABS;
+    let top = num_slots(MAX_SC) as usize * THREAD_SLABS;
     for _ in 0..top {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let p = unsafe { A.alloc(l) };

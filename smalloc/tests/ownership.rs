@@ -13,7 +13,7 @@ use std::thread;
 use devutils::{check, fill};
 use smalloc::Smalloc;
 use smalloc::hooks;
-use smalloc::layout::{NUM_SLABS, slab_of};
+use smalloc::layout::{THREAD_SLABS, slab_of};
 
 static A: Smalloc = Smalloc::new();
 
@@ -198,9 +198,9 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
     free(alloc());
     // Main owns slab 0; 15 more owners fill the other slabs and stay until
     // told to end.
-    let ready = Arc::new(Barrier::new(NUM_SLABS));
+    let ready = Arc::new(Barrier::new(THREAD_SLABS));
     let mut owners = Vec::new();
-    for _ in 1..NUM_SLABS {
+    for _ in 1..THREAD_SLABS {
         let ready = ready.clone();
         let (end_tx, end_rx) = mpsc::channel::<()>();
         let h = thread::spawn(move || {
@@ -213,7 +213,7 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
         owners.push((end_tx, h));
     }
     ready.wait();
-    assert_eq!(hooks::owned_slabs(), (1 << NUM_SLABS) - 1);
+    assert_eq!(hooks::owned_slabs(), (1 << THREAD_SLABS) - 1);
     let (report_tx, report_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let extra = thread::spawn(move || {
@@ -233,7 +233,7 @@ fn threads_beyond_the_slabs_share_without_owning_and_take_over_a_left_slab() {
     let (end_tx, h) = owners.remove(6);
     end_tx.send(()).unwrap();
     let left = h.join().unwrap();
-    assert_eq!(hooks::owned_slabs(), (1 << NUM_SLABS) - 1 - (1 << left));
+    assert_eq!(hooks::owned_slabs(), (1 << THREAD_SLABS) - 1 - (1 << left));
     go_tx.send(()).unwrap();
     assert_eq!(
         extra.join().unwrap(),

@@ -10,7 +10,7 @@ use std::thread;
 
 use devutils::{Rng, check, fill};
 use smalloc::Smalloc;
-use smalloc::layout::NUM_SLABS;
+use smalloc::layout::THREAD_SLABS;
 
 static A: Smalloc = Smalloc::new();
 
@@ -91,7 +91,7 @@ fn free_block(reg: &Registry, b: Block) {
 
 #[test]
 fn cross_thread_frees_with_more_threads_than_slabs() {
-    let threads = 3 * NUM_SLABS;
+    let threads = 3 * THREAD_SLABS;
     let rounds = ROUNDS;
     let reg = Arc::new(Registry::default());
     // Thread i sends some of its blocks to thread i+1, which frees them.
@@ -141,7 +141,7 @@ fn cross_thread_frees_with_more_threads_than_slabs() {
 #[test]
 fn hammering_one_size_class_never_duplicates_a_slot() {
     // Tiny slots, tight loops: the most CAS collisions and failovers.
-    let threads = 2 * NUM_SLABS + 3;
+    let threads = 2 * THREAD_SLABS + 3;
     let reg = Arc::new(Registry::default());
     let handles: Vec<_> = (0..threads)
         .map(|i| {

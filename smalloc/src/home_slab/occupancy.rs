@@ -14,7 +14,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::layout::NUM_SLABS;
+use crate::layout::{NUM_SLABS, THREAD_SLABS};
 
 /// Live threads on each slab.
 static LIVE: [AtomicUsize; NUM_SLABS] = [const { AtomicUsize::new(0) }; NUM_SLABS];
@@ -50,7 +50,7 @@ pub fn take() -> usize {
     loop {
         let mut slab = 0;
         let mut fewest = usize::MAX;
-        for (i, live) in LIVE.iter().enumerate() {
+        for (i, live) in LIVE.iter().enumerate().take(THREAD_SLABS) {
             let n = live.load(Ordering::Relaxed);
             if n < fewest {
                 fewest = n;

@@ -1,0 +1,117 @@
+//! Sampled heap profiling, compiled only with the `profile` cargo feature
+//! (off by default): which call stacks hold the memory, at production
+//! cost. See docs/profiling.md.
+//!
+//! Each thread counts down the bytes of the slots it is handed; the slot
+//! that takes the count below zero is sampled ([`sampler`]), and the next
+//! count is drawn from an exponential distribution with the mean given to
+//! [`start`]. A sampled allocation is served from
+//! [`PROFILE_SLAB`](crate::layout::PROFILE_SLAB), where no other allocation
+//! comes from, so its free is known by the slot's address, on the cold path
+//! of free that every free of that slab takes; its stack ([`stack`]) and
+//! clock go to a fixed table outside the heap ([`table`]). Nothing is
+//! symbolized until a profile is written ([`Profile`]).
+
+mod output;
+pub mod pprof;
+pub(crate) mod sampler;
+mod stack;
+mod table;
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+pub use output::{Kind, Profile, SampleOut};
+pub use stack::Unwind;
+pub use table::{CAPACITY, MAX_FRAMES};
+
+use crate::{cold_path, counters, hot_path};
+
+/// The default mean sampling interval: 512 KiB, as jemalloc's and
+/// tcmalloc's.
+pub const DEFAULT_MEAN: usize = 512 << 10;
+
+/// Whether stacks are walked with libgcc's DWARF unwinder instead of frame
+/// pointers.
+static DWARF: AtomicBool = AtomicBool::new(false);
+
+/// Starts sampling, one sample per `mean` bytes on average, stacks walked
+/// by `unwind`. Threads begin within their next MiB of allocation, the
+/// calling thread at once. False if the table could not be mapped.
+pub fn start(mean: usize, unwind: Unwind) -> bool {
+    if !table::init() {
+        return false;
+    }
+    // Relaxed: a setting.
+    DWARF.store(unwind == Unwind::Dwarf, Ordering::Relaxed);
+    sampler::set_mean(mean.max(1));
+    true
+}
+
+/// Stops sampling; the samples taken stay, and their frees are still seen.
+pub fn stop() {
+    sampler::set_mean(0);
+}
+
+/// Whether sampling is on.
+pub fn running() -> bool {
+    sampler::mean() != 0
+}
+
+/// Counts `bytes` (a slot handed out) towards the next sample; true when
+/// the caller should call [`sample`].
+#[inline(always)]
+pub(crate) fn due(bytes: usize) -> bool {
+    sampler::due(bytes)
+}
+
+/// The slot of `got` was handed out for a request of size class `sc` and
+/// the countdown ran out: if sampling is on, swaps it for a slot of `sc`
+/// from the profile's slab with the sample recorded, and gives the first
+/// one (which may be of a larger class) back.
+#[cold]
+#[inline(never)]
+pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
+    if got.0.is_null() || !sampler::rearm() {
+        return got;
+    }
+    let _inside = sampler::Inside::enter();
+    let Some(q) = cold_path::profile_slot(sc) else {
+        table::lose();
+        return got;
+    };
+    counters::alloc(q.0);
+    let mut frames = [0; MAX_FRAMES];
+    // Relaxed: a setting.
+    let how = if DWARF.load(Ordering::Relaxed) {
+        Unwind::Dwarf
+    } else {
+        Unwind::FramePointers
+    };
+    let n = stack::capture(how, &mut frames);
+    if !table::add(q.0.addr(), &frames[..n], now_ns(), sampler::mean()) {
+        // SAFETY: `q` was handed to us just now and to nobody else.
+        unsafe { cold_path::dealloc(q.0) };
+        return got;
+    }
+    // SAFETY: as for `q`.
+    unsafe { hot_path::dealloc(got.0) };
+    q
+}
+
+/// A slot of the profile's slab at `addr` is being freed.
+#[cold]
+#[inline(never)]
+pub(crate) fn freed(addr: usize) {
+    table::freed(addr, now_ns());
+}
+
+/// The wall clock in nanoseconds since the epoch.
+pub(crate) fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

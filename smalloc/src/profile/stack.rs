@@ -1,0 +1,143 @@
+//! The call stack of a sample, as return addresses, taken without
+//! allocating: by frame pointers (the default; the program must be built
+//! with them, `-C force-frame-pointers=yes` or `-fno-omit-frame-pointer`),
+//! or by the DWARF unwinder of libgcc (`_Unwind_Backtrace`: slower, works
+//! without frame pointers; it may allocate on first use, which the caller's
+//! re-entrancy guard keeps out of the profile).
+
+use core::ffi::c_void;
+
+use crate::home_slab::profile_words::STACK_TOP;
+use crate::home_slab::{profile_word, set_profile_word};
+
+/// How stacks are walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    /// Follow the frame-pointer chain (fast; needs frame pointers).
+    FramePointers,
+    /// libgcc's DWARF unwinder (slower; needs only unwind tables).
+    Dwarf,
+}
+
+/// Fills `out` with the return addresses of the callers, innermost first;
+/// returns how many.
+#[inline(never)]
+pub fn capture(how: Unwind, out: &mut [usize]) -> usize {
+    match how {
+        Unwind::FramePointers => frame_pointers(out),
+        Unwind::Dwarf => dwarf(out),
+    }
+}
+
+/// The top (highest address) of the calling thread's stack, found once.
+fn stack_top() -> usize {
+    let top = profile_word::<STACK_TOP>();
+    if top != 0 {
+        return top;
+    }
+    let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    let (mut addr, mut size) = (core::ptr::null_mut(), 0);
+    // SAFETY: `attr` is initialized by pthread_getattr_np before it is read
+    // and destroyed after; the out-pointers are valid.
+    let top = unsafe {
+        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+            return 0;
+        }
+        let ok = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        if ok { addr.addr() + size } else { 0 }
+    };
+    set_profile_word::<STACK_TOP>(top);
+    top
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn frame_pointers(out: &mut [usize]) -> usize {
+    let (fp, sp): (usize, usize);
+    // SAFETY: reads two registers.
+    unsafe {
+        #[cfg(target_arch = "x86_64")]
+        core::arch::asm!("mov {}, rbp", "mov {}, rsp", out(reg) fp, out(reg) sp,
+            options(nomem, nostack, preserves_flags));
+        #[cfg(target_arch = "aarch64")]
+        core::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp,
+            options(nomem, nostack, preserves_flags));
+    }
+    let top = stack_top();
+    let mut fp = fp;
+    let mut n = 0;
+    // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
+    // Only addresses between our stack pointer and the stack's top are read,
+    // and the chain must climb, so the walk ends and never faults.
+    while n < out.len() && fp >= sp && fp.saturating_add(16) <= top && fp % 8 == 0 {
+        // SAFETY: inside this thread's live stack (checked above).
+        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
+        if ret == 0 {
+            break;
+        }
+        out[n] = ret;
+        n += 1;
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    n
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn frame_pointers(_: &mut [usize]) -> usize {
+    0
+}
+
+/// libgcc's unwinder interface (part of every Linux process that links
+/// libgcc_s, as Rust's standard library does).
+#[repr(C)]
+struct UnwindContext {
+    _opaque: [u8; 0],
+}
+
+type TraceFn = extern "C" fn(*mut UnwindContext, *mut c_void) -> i32;
+
+unsafe extern "C" {
+    fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> i32;
+    fn _Unwind_GetIP(ctx: *mut UnwindContext) -> usize;
+}
+
+/// `_URC_NO_REASON` and `_URC_END_OF_STACK`.
+const CONTINUE: i32 = 0;
+const STOP: i32 = 5;
+
+struct Walk<'a> {
+    out: &'a mut [usize],
+    n: usize,
+    skip: usize,
+}
+
+extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> i32 {
+    // SAFETY: `arg` is the `Walk` that `dwarf` passed, alive for the call.
+    let w = unsafe { &mut *arg.cast::<Walk>() };
+    // SAFETY: `ctx` is the context libgcc hands us for this frame.
+    let ip = unsafe { _Unwind_GetIP(ctx) };
+    if ip == 0 {
+        return STOP;
+    }
+    if w.skip > 0 {
+        w.skip -= 1;
+        return CONTINUE;
+    }
+    w.out[w.n] = ip;
+    w.n += 1;
+    if w.n == w.out.len() { STOP } else { CONTINUE }
+}
+
+fn dwarf(out: &mut [usize]) -> usize {
+    if out.is_empty() {
+        return 0;
+    }
+    // The first frame is this function's own.
+    let mut w = Walk { out, n: 0, skip: 1 };
+    // SAFETY: `step` only writes inside `w`, which outlives the call.
+    unsafe { _Unwind_Backtrace(step, core::ptr::from_mut(&mut w).cast()) };
+    w.n
+}

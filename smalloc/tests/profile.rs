@@ -1,0 +1,251 @@
+//! Sampled heap profiling (`smalloc::profile`, the `profile` feature): the
+//! estimates per call site lie within a stated statistical bound, freed
+//! samples leave the live profile, the outputs (folded, SVG, pprof) are
+//! well formed and the pprof output decodes, a full table is reported,
+//! and sampling under many threads with cross-thread frees stays
+//! consistent. Without the feature this file is empty.
+#![cfg(feature = "profile")]
+
+use std::collections::HashSet;
+use std::hint::black_box;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use prost::Message;
+use smalloc::Smalloc;
+use smalloc::profile::{self, Kind, Profile, Unwind};
+
+#[global_allocator]
+static A: Smalloc = Smalloc::new();
+
+/// Estimated bytes of the stacks of `kind` that pass through a function
+/// whose name contains `site`.
+fn site_bytes(p: &Profile, kind: Kind, site: &str) -> f64 {
+    p.folded(kind)
+        .lines()
+        .filter(|l| l.contains(site))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum()
+}
+
+#[inline(never)]
+fn site_three(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| black_box(vec![i as u8; 256])).collect()
+}
+
+#[inline(never)]
+fn site_one(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| black_box(vec![i as u8; 256])).collect()
+}
+
+#[inline(never)]
+fn site_freed(n: usize) {
+    let v: Vec<Vec<u8>> = (0..n).map(|i| black_box(vec![i as u8; 256])).collect();
+    drop(black_box(v));
+}
+
+#[test]
+fn estimates_per_site_lie_within_the_bound_and_frees_leave_the_live_profile() {
+    const MEAN: usize = 64 << 10;
+    assert!(profile::start(MEAN, Unwind::Dwarf));
+    // 48 MiB and 16 MiB of 256-byte slots, live; 16 MiB allocated and freed.
+    let three = site_three(3 * 65536);
+    let one = site_one(65536);
+    site_freed(65536);
+    profile::stop();
+    let p = Profile::snapshot();
+    assert_eq!(p.lost, 0);
+    let (a, b) = (
+        site_bytes(&p, Kind::Live, "site_three"),
+        site_bytes(&p, Kind::Live, "site_one"),
+    );
+    // The bound: a site of B bytes in slots of s << mean gets n ~ Poisson(B
+    // / mean) samples, each standing for about `mean` bytes, so its
+    // estimate has a relative standard deviation of 1/sqrt(B / mean): 3.6%
+    // for 48 MiB, 6.25% for 16 MiB at 64 KiB, and the ratio of the two a
+    // log-standard deviation of sqrt(1/768 + 1/256) = 0.072. Five standard
+    // deviations (a false failure once in about two million runs):
+    let (mib, want_a, want_b) = (1048576.0, 48.0 * 1048576.0, 16.0 * 1048576.0);
+    assert!(
+        (a / want_a - 1.0).abs() < 5.0 * 0.036,
+        "site_three {:.1} MiB",
+        a / mib
+    );
+    assert!(
+        (b / want_b - 1.0).abs() < 5.0 * 0.0625,
+        "site_one {:.1} MiB",
+        b / mib
+    );
+    let ratio = a / b;
+    assert!((ratio / 3.0).ln().abs() < 5.0 * 0.072, "ratio {ratio:.2}");
+    // Freed: gone from the live profile, there in the allocation profile.
+    assert_eq!(site_bytes(&p, Kind::Live, "site_freed"), 0.0);
+    let freed = site_bytes(&p, Kind::Allocated, "site_freed");
+    assert!(
+        (freed / want_b - 1.0).abs() < 5.0 * 0.0625,
+        "site_freed {freed}"
+    );
+    eprintln!(
+        "estimated: site_three {:.1} MiB, site_one {:.1} MiB (ratio {ratio:.2}), site_freed {:.1} MiB; {} samples",
+        a / mib,
+        b / mib,
+        freed / mib,
+        p.samples.len()
+    );
+    drop(black_box((three, one)));
+}
+
+#[test]
+fn the_outputs_are_well_formed_and_pprof_decodes() {
+    assert!(profile::start(16 << 10, Unwind::Dwarf));
+    let keep = site_three(20000);
+    site_freed(20000);
+    let p = Profile::snapshot();
+    profile::stop();
+    // Folded: "frame;frame;... bytes".
+    let folded = p.folded(Kind::Allocated);
+    assert!(folded.lines().count() >= 2, "{folded}");
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        assert!(!stack.is_empty() && n.parse::<u64>().unwrap() > 0, "{line}");
+        assert!(
+            !stack.contains("smalloc::profile"),
+            "profiler frames: {line}"
+        );
+    }
+    // SVG.
+    let mut svg = Vec::new();
+    p.write_svg(Kind::Live, &mut svg).unwrap();
+    let svg = String::from_utf8(svg).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("site_three"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    // pprof: gzip, then the same message definitions.
+    let mut gz = Vec::new();
+    p.write_pprof(&mut gz).unwrap();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let pp = profile::pprof::PProfile::decode(&raw[..]).unwrap();
+    let name = |i: i64| pp.string_table[i as usize].as_str();
+    let types: Vec<(&str, &str)> = pp
+        .sample_type
+        .iter()
+        .map(|t| (name(t.r#type), name(t.unit)))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_objects", "count"),
+            ("inuse_space", "bytes")
+        ]
+    );
+    assert_eq!(pp.sample.len(), p.samples.len());
+    assert!(
+        pp.sample
+            .iter()
+            .all(|s| s.value.len() == 4 && s.value[1] > 0)
+    );
+    let functions: HashSet<&str> = pp.function.iter().map(|f| name(f.name)).collect();
+    assert!(
+        functions.iter().any(|f| f.contains("site_three")),
+        "{functions:?}"
+    );
+    assert!(functions.iter().any(|f| f.contains("site_freed")));
+    // Live = inuse: only site_three's samples are live.
+    let inuse: i64 = pp.sample.iter().map(|s| s.value[3]).sum();
+    let live = p.totals(Kind::Live).0;
+    assert!(
+        (inuse as f64 - live).abs() <= pp.sample.len() as f64,
+        "{inuse} {live}"
+    );
+    assert!(pp.period == 16 << 10);
+    drop(keep);
+}
+
+#[test]
+fn a_full_table_is_reported() {
+    // Every slot sampled: the table fills.
+    assert!(profile::start(1, Unwind::FramePointers));
+    let v: Vec<Box<u64>> = (0..profile::CAPACITY as u64 + 5000).map(Box::new).collect();
+    profile::stop();
+    let p = Profile::snapshot();
+    assert!(p.lost > 0, "lost {}", p.lost);
+    assert_eq!(p.samples.len(), profile::CAPACITY);
+    let folded = p.folded(Kind::Live);
+    assert!(folded.starts_with("[smalloc: "), "{}", &folded[..100]);
+    assert!(folded.lines().next().unwrap().contains("samples lost"));
+    drop(v);
+}
+
+#[test]
+fn sampling_under_threads_with_cross_thread_frees_stays_consistent() {
+    assert!(profile::start(4 << 10, Unwind::FramePointers));
+    let live: Arc<Mutex<HashSet<usize>>> = Arc::default();
+    let pass: Arc<Mutex<Vec<Box<[u8]>>>> = Arc::default();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let (live, pass) = (live.clone(), pass.clone());
+            thread::spawn(move || {
+                let mut mine: Vec<Box<[u8]>> = Vec::new();
+                for i in 0..40_000usize {
+                    let size = 8 << ((i * 7 + t) % 10);
+                    let b = vec![(i % 251) as u8; size].into_boxed_slice();
+                    assert!(
+                        live.lock().unwrap().insert(b.as_ptr().addr()),
+                        "handed out twice"
+                    );
+                    mine.push(b);
+                    if mine.len() > 64 {
+                        let b = mine.swap_remove(i % mine.len());
+                        if i % 3 == 0 {
+                            pass.lock().unwrap().push(b);
+                        } else {
+                            check_and_drop(&live, b);
+                        }
+                    }
+                    if i % 5 == 0 {
+                        let theirs = pass.lock().unwrap().pop();
+                        if let Some(b) = theirs {
+                            check_and_drop(&live, b);
+                        }
+                    }
+                }
+                for b in mine {
+                    check_and_drop(&live, b);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for b in std::mem::take(&mut *pass.lock().unwrap()) {
+        check_and_drop(&live, b);
+    }
+    profile::stop();
+    let p = Profile::snapshot();
+    assert!(p.samples.len() > 1000, "{} samples", p.samples.len());
+    // Everything the threads allocated is freed: no sample of theirs is
+    // live (the test's own collections may be).
+    let live_samples = p.of(Kind::Live).count();
+    assert!(live_samples < 50, "{live_samples} live samples");
+    assert!(
+        p.samples
+            .iter()
+            .all(|s| s.freed_ns == 0 || s.freed_ns >= s.alloc_ns)
+    );
+}
+
+fn check_and_drop(live: &Mutex<HashSet<usize>>, b: Box<[u8]>) {
+    let first = b[0];
+    assert!(b.iter().all(|&x| x == first), "block corrupted");
+    assert!(live.lock().unwrap().remove(&b.as_ptr().addr()));
+    drop(b);
+}
