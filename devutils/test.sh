@@ -37,6 +37,14 @@ cargo nextest run -p smalloc-ffi --features counters --target-dir target/counter
     --no-fail-fast -E 'binary(introspect)'
 cargo build -p bench --no-default-features --features smalloc-counters --target-dir target/counters
 
+echo "== heap profiling (the profile feature): the core's whole suite with its reserved slab, and the profile tests"
+cargo nextest run -p smalloc --features profile --target-dir target/profile --no-fail-fast
+echo "== the profiling C library (frame pointers on, as docs/profiling.md builds it) under LD_PRELOAD"
+RUSTFLAGS="-C force-frame-pointers=yes" cargo build --release -p smalloc-ffi --features profile \
+    --target-dir target/prof
+RUSTFLAGS="-C force-frame-pointers=yes" cargo nextest run -p smalloc-ffi --features profile \
+    --target-dir target/prof --no-fail-fast -E 'binary(profile)'
+
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list

@@ -195,6 +195,20 @@ int smalloc_malloc_trim(size_t pad);
  */
 int smalloc_malloc_info(int options, FILE *fp);
 
+/**
+ * Writes the heap profile (the sampled blocks still live, and in pprof
+ * form also every sample since the start) to `path`: a flame graph SVG if
+ * `path` ends in `.svg`, folded stacks if it ends in `.folded`, else
+ * pprof's gzipped protobuf. Returns 0, or -1 with `errno` set: `ENOSYS` in
+ * a library built without the profiler (the default `libsmalloc.so`; see
+ * docs/profiling.md), `EINVAL` for a null or non-UTF-8 path, or the error
+ * of creating or writing the file.
+ *
+ * # Safety
+ * `path` is null or a NUL-terminated string.
+ */
+int smalloc_prof_dump(const char *path);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

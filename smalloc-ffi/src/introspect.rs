@@ -194,7 +194,7 @@ fn info_xml(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
 }
 
 /// The environment variable `name`, if set.
-fn env(name: &CStr) -> Option<&'static CStr> {
+pub(crate) fn env(name: &CStr) -> Option<&'static CStr> {
     // SAFETY: `name` is NUL-terminated; getenv does not allocate and the
     // string it returns lives as long as the environment.
     let v = unsafe { libc::getenv(name.as_ptr()) };

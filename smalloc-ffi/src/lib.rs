@@ -29,6 +29,9 @@
 
 // The panic handler and unwinding runtime (see the crate documentation).
 extern crate std as _;
+// The profiler's writers (the `profile` feature) use std by name.
+#[cfg(feature = "profile")]
+extern crate std;
 
 /// cbindgen:ignore
 mod big;
@@ -49,3 +52,5 @@ mod lifecycle;
 /// cbindgen:ignore
 mod next;
 mod prefixed;
+/// cbindgen:ignore
+mod profile;

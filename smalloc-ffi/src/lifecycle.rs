@@ -8,14 +8,16 @@
 //!   waiting forever for a reservation that the parent's other thread was
 //!   making); resolve the next allocator's `free`, `realloc` and
 //!   `malloc_usable_size` (see [`next`](crate::next)); register the fork
-//!   handler.
+//!   handler; start the heap profiler if `SMALLOC_PROF` asks (a library
+//!   built with the `profile` feature, [`profile`](crate::profile)).
 //! * Fork, in the child: release the symbol resolver's lock. The slot free
 //!   lists and the big-allocation registry are lock-free, so a fork taken at
 //!   any instant leaves them consistent (at worst a block that a parent
 //!   thread was allocating or freeing at that instant is leaked in the
 //!   child).
-//! * Exit (an `.fini_array` entry): the optional statistics report
-//!   (`SMALLOC_STATS`, [`introspect`](crate::introspect)).
+//! * Exit (an `.fini_array` entry): the heap profile, if profiling; the
+//!   optional statistics report (`SMALLOC_STATS`,
+//!   [`introspect`](crate::introspect)).
 
 use smalloc_core::raw;
 
@@ -23,6 +25,7 @@ use smalloc_core::raw;
 extern "C" fn on_load() {
     raw::reserve();
     crate::next::resolve_common();
+    crate::profile::on_load();
     // SAFETY: a handler that only stores to an atomic is async-signal-safe,
     // as a fork child handler must be.
     unsafe { libc::pthread_atfork(None, None, Some(on_fork_child)) };
@@ -35,6 +38,7 @@ extern "C" fn on_fork_child() {
 
 /// Runs at exit.
 extern "C" fn on_exit() {
+    crate::profile::at_exit();
     crate::introspect::at_exit();
 }
 

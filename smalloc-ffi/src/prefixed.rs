@@ -4,7 +4,7 @@
 //! with `dlopen`; their semantics are those of the unprefixed C functions
 //! documented on each.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 
 use crate::{c_alloc, introspect};
 
@@ -208,4 +208,19 @@ pub extern "C" fn smalloc_malloc_trim(pad: usize) -> c_int {
 pub unsafe extern "C" fn smalloc_malloc_info(options: c_int, fp: *mut libc::FILE) -> c_int {
     // SAFETY: per the contract.
     unsafe { introspect::malloc_info(options, fp) }
+}
+
+/// Writes the heap profile (the sampled blocks still live, and in pprof
+/// form also every sample since the start) to `path`: a flame graph SVG if
+/// `path` ends in `.svg`, folded stacks if it ends in `.folded`, else
+/// pprof's gzipped protobuf. Returns 0, or -1 with `errno` set: `ENOSYS` in
+/// a library built without the profiler (the default `libsmalloc.so`; see
+/// docs/profiling.md), `EINVAL` for a null or non-UTF-8 path, or the error
+/// of creating or writing the file.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn smalloc_prof_dump(path: *const c_char) -> c_int {
+    crate::profile::dump(path)
 }

@@ -18,7 +18,7 @@ pub(crate) mod sampler;
 mod stack;
 mod table;
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use output::{Kind, Profile, SampleOut};
 pub use stack::Unwind;
@@ -33,6 +33,18 @@ pub const DEFAULT_MEAN: usize = 512 << 10;
 /// Whether stacks are walked with libgcc's DWARF unwinder instead of frame
 /// pointers.
 static DWARF: AtomicBool = AtomicBool::new(false);
+
+/// A function called after each sample is taken (0: none).
+static HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Calls `hook` after each sample, on the sampling thread, inside the
+/// profiler (its allocations are not sampled): for a front end that
+/// writes a profile when asked by a signal, which cannot write it in the
+/// handler.
+pub fn set_sample_hook(hook: fn()) {
+    // Release: the function is code; nothing else to publish.
+    HOOK.store(hook as usize, Ordering::Release);
+}
 
 /// Starts sampling, one sample per `mean` bytes on average, stacks walked
 /// by `unwind`. Threads begin within their next MiB of allocation, the
@@ -50,6 +62,13 @@ pub fn start(mean: usize, unwind: Unwind) -> bool {
 /// Stops sampling; the samples taken stay, and their frees are still seen.
 pub fn stop() {
     sampler::set_mean(0);
+}
+
+/// Runs `f` with the calling thread's allocations kept out of the profile
+/// (for a front end writing a profile).
+pub fn without_sampling<R>(f: impl FnOnce() -> R) -> R {
+    let _inside = sampler::Inside::enter();
+    f()
 }
 
 /// Whether sampling is on.
@@ -95,6 +114,13 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
     }
     // SAFETY: as for `q`.
     unsafe { hot_path::dealloc(got.0) };
+    // Acquire: pairs with `set_sample_hook`.
+    let hook = HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        // SAFETY: only `set_sample_hook` stores here, a `fn()`.
+        let hook: fn() = unsafe { core::mem::transmute::<usize, fn()>(hook) };
+        hook();
+    }
     q
 }
 

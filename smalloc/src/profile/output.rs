@@ -165,13 +165,17 @@ impl Profile {
 #[derive(Default)]
 pub(super) struct Symbols {
     names: HashMap<usize, Vec<String>>,
+    /// The address range of the shared library holding the profiler, when
+    /// it is one (a preloaded libsmalloc.so): all of it is the allocator.
+    library: Option<Option<(usize, usize)>>,
 }
 
-/// Functions of the allocator itself, dropped from the innermost end of a
-/// stack: the sample's own frames and the allocation entry points.
-const ALLOCATOR: [&str; 16] = [
-    "smalloc::",
-    "<smalloc::",
+/// The allocation entry points (name prefixes): a stack is cut after the
+/// outermost of them among its innermost [`ENTRY_DEPTH`] frames, which
+/// drops the allocator's own frames (whose names, inlined or not, vary
+/// with the build).
+const ENTRIES: [&str; 25] = [
+    "<smalloc::Smalloc as core::alloc::global::GlobalAlloc>",
     "smalloc_",
     "__rust_alloc",
     "__rust_realloc",
@@ -185,8 +189,21 @@ const ALLOCATOR: [&str; 16] = [
     "aligned_alloc",
     "posix_memalign",
     "memalign",
+    "valloc",
+    "pvalloc",
+    "__libc_malloc",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
     "operator new",
+    "_Znwm",
+    "_Znam",
 ];
+
+/// How deep into a stack the entry points are looked for.
+const ENTRY_DEPTH: usize = 24;
 
 impl Symbols {
     /// The names of the function (and the functions inlined into it,
@@ -211,22 +228,74 @@ impl Symbols {
     /// the allocator's own frames at the innermost end dropped.
     pub(super) fn stack(&mut self, frames: &[usize]) -> Vec<String> {
         let mut inner_first: Vec<String> = Vec::new();
-        for &ip in frames {
+        for &ip in &frames[allocator_frames(self, frames)..] {
             inner_first.extend(self.names(ip).iter().cloned());
         }
-        let keep = inner_first
-            .iter()
-            .position(|n| !is_allocator(n))
-            .unwrap_or(inner_first.len());
-        inner_first.drain(..keep);
         inner_first.reverse();
         inner_first
     }
 }
 
-/// Whether `name` is a function of the allocator.
-pub(super) fn is_allocator(name: &str) -> bool {
-    ALLOCATOR.iter().any(|p| name.starts_with(p))
+/// The address range of the shared library that holds this code, if it is
+/// a shared library (not the main program).
+fn own_library() -> Option<(usize, usize)> {
+    let mut info = core::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    let here = super::sample as *const () as *const core::ffi::c_void;
+    // SAFETY: `here` is an address of our code; `info` is a valid
+    // out-pointer.
+    if unsafe { libc::dladdr(here, info.as_mut_ptr()) } == 0 {
+        return None;
+    }
+    // SAFETY: dladdr filled it.
+    let info = unsafe { info.assume_init() };
+    if info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated path from dladdr.
+    let path = unsafe { core::ffi::CStr::from_ptr(info.dli_fname) }
+        .to_str()
+        .ok()?;
+    if !path.contains(".so") {
+        return None;
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    // Its code: the executable mapping holding `here`.
+    let here = here.addr();
+    maps.lines().filter(|l| l.ends_with(path)).find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (a, b) = f.next()?.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(a, 16).ok()?,
+            usize::from_str_radix(b, 16).ok()?,
+        );
+        (f.next()?.contains('x') && (lo..hi).contains(&here)).then_some((lo, hi))
+    })
+}
+
+/// Whether `name` is an allocation entry point.
+fn is_entry(name: &str) -> bool {
+    ENTRIES.iter().any(|p| name.starts_with(p))
+}
+
+/// How many of the innermost `frames` are the allocator's: up to and
+/// including the outermost entry point among the first [`ENTRY_DEPTH`]
+/// (0 if none is found).
+/// Frames inside the preloaded library count too (its entry points may
+/// have tail-called out of the stack).
+pub(super) fn allocator_frames(names: &mut Symbols, frames: &[usize]) -> usize {
+    let depth = frames.len().min(ENTRY_DEPTH);
+    let by_name = (0..depth)
+        .rev()
+        .find(|&i| names.names(frames[i]).iter().any(|n| is_entry(n)))
+        .map_or(0, |i| i + 1);
+    let by_place = match *names.library.get_or_insert_with(own_library) {
+        Some((lo, hi)) => frames
+            .iter()
+            .take_while(|&&ip| (lo..hi).contains(&ip))
+            .count(),
+        None => 0,
+    };
+    by_name.max(by_place)
 }
 
 fn format_unknown(ip: usize) -> String {

@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use prost::Message;
 
-use super::output::{Profile, Symbols, is_allocator};
+use super::output::{Profile, Symbols, allocator_frames};
 
 /// pprof's `Profile` message (the fields smalloc fills).
 #[derive(Clone, PartialEq, Message)]
@@ -207,14 +207,9 @@ pub(super) fn build(p: &Profile, names: &mut Symbols) -> PProfile {
     let size_key = strings.id("bytes");
     for s in &p.samples {
         let mut ids = Vec::new();
-        let mut inner = true;
-        for &ip in &s.frames {
+        let own = allocator_frames(names, &s.frames);
+        for &ip in &s.frames[own..] {
             let frame_names = names.names(ip).to_vec();
-            // Drop the allocator's own frames at the innermost end.
-            if inner && frame_names.iter().all(|n| is_allocator(n)) {
-                continue;
-            }
-            inner = false;
             let id = *locations.entry(ip).or_insert_with(|| {
                 let line = frame_names
                     .iter()
