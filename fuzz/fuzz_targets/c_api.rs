@@ -41,6 +41,10 @@ mod next;
 #[path = "../../smalloc-ffi/src/prefixed.rs"]
 #[allow(dead_code)]
 mod prefixed;
+// prefixed.rs's smalloc_prof_dump (without the profile feature: ENOSYS).
+#[path = "../../smalloc-ffi/src/profile.rs"]
+#[allow(dead_code)]
+mod profile;
 
 use prefixed::*;
 

@@ -74,6 +74,14 @@ pub fn set_profile_word<const W: usize>(v: usize) {
     tls::store::<W>(v)
 }
 
+/// Subtracts `v` from a thread-local word of the profiler; true if it was
+/// below `v` (the subtraction wrapped).
+#[cfg(feature = "profile")]
+#[inline(always)]
+pub fn sub_profile_word<const W: usize>(v: usize) -> bool {
+    tls::sub::<W>(v)
+}
+
 /// The owned word of a thread that owns no slab.
 pub const NOT_OWNER: usize = 1 << 63;
 
@@ -418,6 +426,27 @@ mod tls {
         v
     }
 
+    /// Subtracts `v` from the word; true on a borrow (it was below `v`).
+    #[cfg(feature = "profile")]
+    #[inline(always)]
+    pub fn sub<const WORD: usize>(v: usize) -> bool {
+        let borrow: u8;
+        // SAFETY: as in `load`; writes only our own thread's word.
+        unsafe {
+            core::arch::asm!(
+                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
+                "sub qword ptr fs:[{off} + {word}], {v}",
+                "setc {b}",
+                off = out(reg) _,
+                v = in(reg) v,
+                b = out(reg_byte) borrow,
+                word = const WORD,
+                options(nostack),
+            );
+        }
+        borrow != 0
+    }
+
     #[inline(always)]
     pub fn store<const WORD: usize>(v: usize) {
         // SAFETY: as in `load`; writes only our own thread's word.
@@ -478,6 +507,14 @@ mod tls {
         // yields null).
         let v = unsafe { libc::pthread_getspecific(key(WORD)) }.addr();
         v ^ initial(WORD)
+    }
+
+    /// Subtracts `v` from the word; true on a borrow (it was below `v`).
+    #[cfg(feature = "profile")]
+    pub fn sub<const WORD: usize>(v: usize) -> bool {
+        let old = load::<WORD>();
+        store::<WORD>(old.wrapping_sub(v));
+        old < v
     }
 
     pub fn store<const WORD: usize>(v: usize) {

@@ -90,7 +90,9 @@ pub(crate) fn due(bytes: usize) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
-    if got.0.is_null() || !sampler::rearm() {
+    // Re-armed first, whatever follows: the count has wrapped.
+    let take = sampler::rearm();
+    if got.0.is_null() || !take {
         return got;
     }
     let _inside = sampler::Inside::enter();

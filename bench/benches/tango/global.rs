@@ -79,3 +79,22 @@ pub const IS_SMALLOC: bool = cfg!(not(any(
     feature = "global-snmalloc",
     feature = "global-rpmalloc"
 )));
+
+/// With the `smalloc-profile` feature and `SMALLOC_BENCH_PROF=MEAN` (bytes)
+/// in the environment, smalloc's heap profiler samples from the moment the
+/// binary is loaded (stacks by the DWARF unwinder; nothing is written): for
+/// measuring the cost of sampling with `bench/ab.sh`.
+#[cfg(feature = "smalloc-profile")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static START_PROFILE: extern "C" fn() = {
+    extern "C" fn start() {
+        if let Some(mean) = std::env::var("SMALLOC_BENCH_PROF")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            smalloc::profile::start(mean, smalloc::profile::Unwind::Dwarf);
+        }
+    }
+    start
+};

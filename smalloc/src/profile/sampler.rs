@@ -8,7 +8,7 @@
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::home_slab::profile_words::{FLAGS, LEFT, RNG};
-use crate::home_slab::{profile_word, set_profile_word};
+use crate::home_slab::{profile_word, set_profile_word, sub_profile_word};
 
 /// In [`FLAGS`]: the thread is inside the profiler (a sample being taken, a
 /// profile being written); its allocations are not sampled.
@@ -24,12 +24,10 @@ static MEAN: AtomicUsize = AtomicUsize::new(0);
 static LAST_MEAN: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts `bytes` down; true when the count went below zero (the caller
-/// then calls [`super::sample`]).
+/// then calls [`super::sample`], which draws the next count).
 #[inline(always)]
 pub fn due(bytes: usize) -> bool {
-    let left = profile_word::<LEFT>().wrapping_sub(bytes);
-    set_profile_word::<LEFT>(left);
-    (left as isize) < 0
+    sub_profile_word::<LEFT>(bytes)
 }
 
 /// Sets the mean interval (0: off). Threads notice within their next
