@@ -193,11 +193,20 @@ fn info_xml(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
     writeln!(w, "</malloc>")
 }
 
-/// The environment variable `name`, if set.
+unsafe extern "C" {
+    /// glibc's (since 2.17; the libc crate does not declare it).
+    fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
+}
+
+/// The environment variable `name`, if set, with `secure_getenv`'s rule:
+/// never in secure-execution mode (a setuid or setgid program, one with
+/// file capabilities), so that a library installed system-wide cannot be
+/// told by an unprivileged user to write files as root. Every `SMALLOC_*`
+/// variable is read here.
 pub(crate) fn env(name: &CStr) -> Option<&'static CStr> {
-    // SAFETY: `name` is NUL-terminated; getenv does not allocate and the
-    // string it returns lives as long as the environment.
-    let v = unsafe { libc::getenv(name.as_ptr()) };
+    // SAFETY: `name` is NUL-terminated; secure_getenv does not allocate and
+    // the string it returns lives as long as the environment.
+    let v = unsafe { secure_getenv(name.as_ptr()) };
     // SAFETY: a non-null getenv result is a NUL-terminated string.
     (!v.is_null()).then(|| unsafe { CStr::from_ptr(v) })
 }

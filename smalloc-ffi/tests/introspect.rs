@@ -134,3 +134,76 @@ fn the_report_shows_the_counters_only_when_compiled_in() {
     assert_eq!(counts_row(&report, 16), Some(vec![1, 1, 0, 0]), "{report}");
     assert!(report.contains("Event first-alloc"), "{report}");
 }
+
+/// Every `SMALLOC_*` variable is read with `secure_getenv`: in
+/// secure-execution mode (here a setuid-root program run by `nobody`)
+/// `SMALLOC_STATS_FILE` is ignored, so a system-wide smalloc cannot be made
+/// to write files as root; the same program without the setuid bit writes
+/// its report. Needs root and setpriv (skipped, loudly, without them).
+#[test]
+fn smalloc_variables_are_ignored_in_secure_execution_mode() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs root and setpriv");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // A directory `nobody` can enter and write.
+    let dir = std::env::temp_dir().join(format!("smalloc-secure-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let include = devutils::workspace_dir().join("smalloc-ffi/include");
+    let lib = lib_a();
+    let static_flags = ["-lm", "-lrt", "-lutil", "-lgcc_s"];
+    let mut args = vec!["-I", include.to_str().unwrap(), lib.to_str().unwrap()];
+    args.extend(static_flags);
+    let exe = compile(&dir, "static_link.c", &args);
+    let report = dir.join("report.txt");
+    let run = |mode: u32| {
+        fs::set_permissions(&exe, fs::Permissions::from_mode(mode)).unwrap();
+        let _ = fs::remove_file(&report);
+        run_ok(
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&exe)
+                .env("SMALLOC_STATS", "1")
+                .env("SMALLOC_STATS_FILE", &report),
+        );
+        report.exists()
+    };
+    assert!(run(0o755), "control: the report is written without setuid");
+    assert!(!run(0o4755), "setuid: SMALLOC_STATS_FILE must be ignored");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The library's own code never calls plain `getenv`: its only caller in
+/// libsmalloc.so is the standard library's panic path reading
+/// `RUST_BACKTRACE` (linked in, never reached: no entry point panics).
+#[test]
+fn no_smalloc_code_calls_plain_getenv() {
+    let out = run_ok(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(lib_so()),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut function = "";
+    let mut callers = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if line.ends_with(">:") {
+            function = line;
+        } else if line.contains("<getenv@") {
+            callers.insert(function.to_string());
+        }
+    }
+    assert!(
+        callers.iter().all(|f| f.contains("get_backtrace_style")),
+        "getenv called from {callers:?}"
+    );
+    assert!(
+        text.contains("<secure_getenv@"),
+        "SMALLOC_* are read with secure_getenv"
+    );
+}
