@@ -154,6 +154,19 @@ fn smalloc_variables_are_ignored_in_secure_execution_mode() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let mut vfs = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    let path = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    let ok = unsafe { libc::statvfs(path.as_ptr(), vfs.as_mut_ptr()) } == 0;
+    // SAFETY: statvfs filled it when it returned 0.
+    if !ok || unsafe { vfs.assume_init() }.f_flag & libc::ST_NOSUID != 0 {
+        eprintln!(
+            "SKIPPED: {} is mounted nosuid (setuid has no effect there)",
+            dir.display()
+        );
+        let _ = fs::remove_dir_all(&dir);
+        return;
+    }
     let include = devutils::workspace_dir().join("smalloc-ffi/include");
     let lib = lib_a();
     let static_flags = ["-lm", "-lrt", "-lutil", "-lgcc_s"];
