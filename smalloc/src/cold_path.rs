@@ -48,22 +48,16 @@ fn counted(got: Got, sc: u32) -> Got {
 }
 
 /// A slot of size class `sc` of the profile's slab (the `profile` feature),
-/// for a sampled allocation: from its shared list, or never used.
+/// for a sampled allocation: from its shared list, or never used (nobody
+/// owns that slab, so it has no private list to borrow from).
 #[cfg(feature = "profile")]
 pub fn profile_slot(sc: u32) -> Option<Got> {
-    let addr = layout::slab_addr(reservation::base_raw(), layout::PROFILE_SLAB);
-    let links = RegionLinks {
-        region: layout::region_addr(addr, sc),
-    };
-    loop {
-        match free_list::pop(flh(addr, sc), &links) {
-            Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
-            Pop::Empty => break,
-            // Another thread's operation succeeded (lock-free): again.
-            Pop::Collision { .. } => {}
-        }
-    }
-    claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
+    take_any(
+        reservation::base_raw(),
+        layout::PROFILE_SLAB,
+        sc,
+        &mut false,
+    )
 }
 
 /// The slot named by `link` in (slab, size class).

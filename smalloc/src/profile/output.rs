@@ -218,7 +218,7 @@ impl Symbols {
                 }
             });
             if v.is_empty() {
-                v.push(format_unknown(ip));
+                v.push(std::format!("{ip:#x}"));
             }
             v
         })
@@ -296,10 +296,4 @@ pub(super) fn allocator_frames(names: &mut Symbols, frames: &[usize]) -> usize {
         None => 0,
     };
     by_name.max(by_place)
-}
-
-fn format_unknown(ip: usize) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{ip:#x}");
-    s
 }
