@@ -206,7 +206,8 @@ fn a_python3_profile_names_its_allocation_sites() {
     let pb = files(&dir, "py.", ".pb.gz");
     assert_eq!(pb.len(), 1);
     let (names, p) = pprof_functions(&pb[0]);
-    assert!(p.sample.len() > 50, "{} samples", p.sample.len());
+    // One pprof sample per distinct stack.
+    assert!(p.sample.len() > 10, "{} stacks", p.sample.len());
     // CPython's allocation functions and callers, by name.
     for want in ["_PyObject_Malloc", "PyList_Append"] {
         assert!(

@@ -143,6 +143,7 @@ pub unsafe fn realloc_slot(
     big: impl FnOnce(usize, usize) -> *mut u8,
 ) -> *mut u8 {
     debug_assert!(new_size > 0);
+    crate::hot_path::note_request(new_size);
     let cur_sc = layout::sc_of(p.addr());
     let slot = 1usize << cur_sc;
     let old = old_size.unwrap_or(slot);

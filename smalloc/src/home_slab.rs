@@ -43,8 +43,8 @@ pub mod occupancy;
 
 /// Thread-local words of the `profile` feature (none without it): the bytes
 /// left before the next sample, the random state, the re-entrancy flag, the
-/// top of the thread's stack.
-pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 4 } else { 0 };
+/// top of the thread's stack, the size of the request being served.
+pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 5 } else { 0 };
 
 /// The profiler's thread-local words, for [`profile_word`].
 #[cfg(feature = "profile")]
@@ -58,6 +58,8 @@ pub mod profile_words {
     pub const FLAGS: usize = PROFILE + 2 * STRIDE;
     /// Top of the thread's stack.
     pub const STACK_TOP: usize = PROFILE + 3 * STRIDE;
+    /// Size of the request being served.
+    pub const REQUEST: usize = PROFILE + 4 * STRIDE;
 }
 
 /// A thread-local word of the profiler ([`profile_words`]).

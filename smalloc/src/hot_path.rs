@@ -182,6 +182,16 @@ pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
     }
 }
 
+/// Notes the size of the request being served, for the heap profiler's
+/// record of a sample (the `profile` feature; nothing without it).
+#[inline(always)]
+pub fn note_request(size: usize) {
+    #[cfg(feature = "profile")]
+    crate::profile::sampler::note_request(size);
+    #[cfg(not(feature = "profile"))]
+    let _ = size;
+}
+
 /// The hot path of allocation: a slot of the size class of private index
 /// `index` ([`layout::private_index_of`]) from the private list of the slab
 /// the thread owns. `None` when the thread owns no slab (its alloc word is

@@ -94,6 +94,7 @@ unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let index = layout::private_index_of(layout.size(), layout.align());
+        hot_path::note_request(layout.size());
         match hot_path::alloc_hot(index) {
             Some(p) => p,
             None => alloc_cold(layout.size(), layout.align()),
@@ -135,6 +136,7 @@ unsafe impl GlobalAlloc for Smalloc {
         } else if new_sc <= MAX_SC {
             // From a mapping down to a slot: keep the invariant that a
             // layout which fits a slot lives in a slot.
+            hot_path::note_request(new_size);
             let q = hot_path::alloc(new_sc).0;
             if !q.is_null() {
                 // SAFETY: `new_size < old_size`; both are ours.

@@ -20,9 +20,9 @@ mod table;
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-pub use output::{Kind, Profile, SampleOut};
+pub use output::{Kind, Profile, SampleOut, StackOut, Totals};
 pub use stack::Unwind;
-pub use table::{CAPACITY, MAX_FRAMES};
+pub use table::{MAP_SLOTS, MAX_FRAMES, STACKS};
 
 use crate::{cold_path, counters, hot_path};
 
@@ -109,7 +109,14 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
         Unwind::FramePointers
     };
     let n = stack::capture(how, &mut frames);
-    if !table::add(q.0.addr(), &frames[..n], now_ns(), sampler::mean()) {
+    let slot = 1usize << sc;
+    let mean = sampler::mean().max(1);
+    // The unbiased estimate: the countdown counts slot bytes, so a slot is
+    // sampled with probability 1 - exp(-slot / mean) and stands for 1 /
+    // that blocks of the requested size.
+    let count = 1.0 / -(-(slot as f64) / mean as f64).exp_m1();
+    let size = sampler::request(slot).unwrap_or(slot);
+    if !table::add(q.0.addr(), size, count, &frames[..n], now_ns()) {
         // SAFETY: `q` was handed to us just now and to nobody else.
         unsafe { cold_path::dealloc(q.0) };
         return got;
@@ -130,7 +137,7 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
 #[cold]
 #[inline(never)]
 pub(crate) fn freed(addr: usize) {
-    table::freed(addr, now_ns());
+    table::freed(addr);
 }
 
 /// The wall clock in nanoseconds since the epoch.

@@ -36,6 +36,7 @@ pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
 /// keep its own rules and its failure handling off the hot path.
 #[inline(always)]
 pub fn alloc_hot(size: usize, align: usize) -> Option<*mut u8> {
+    hot_path::note_request(size);
     hot_path::alloc_hot(crate::layout::private_index_of(size, align))
 }
 

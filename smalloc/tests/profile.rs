@@ -19,6 +19,11 @@ use smalloc::profile::{self, Kind, Profile, Unwind};
 #[global_allocator]
 static A: Smalloc = Smalloc::new();
 
+/// Samples taken since the start.
+fn samples(p: &Profile) -> u64 {
+    p.stacks.iter().map(|s| s.allocated.samples).sum()
+}
+
 /// Estimated bytes of the stacks of `kind` that pass through a function
 /// whose name contains `site`.
 fn site_bytes(p: &Profile, kind: Kind, site: &str) -> f64 {
@@ -37,6 +42,11 @@ fn site_three(n: usize) -> Vec<Vec<u8>> {
 #[inline(never)]
 fn site_one(n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|i| black_box(vec![i as u8; 256])).collect()
+}
+
+#[inline(never)]
+fn site_odd(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| black_box(vec![i as u8; 300])).collect()
 }
 
 #[inline(never)]
@@ -91,7 +101,7 @@ fn estimates_per_site_lie_within_the_bound_and_frees_leave_the_live_profile() {
         a / mib,
         b / mib,
         freed / mib,
-        p.samples.len()
+        samples(&p)
     );
     drop(black_box((three, one)));
 }
@@ -99,10 +109,14 @@ fn estimates_per_site_lie_within_the_bound_and_frees_leave_the_live_profile() {
 #[test]
 fn the_outputs_are_well_formed_and_pprof_decodes() {
     assert!(profile::start(16 << 10, Unwind::Dwarf));
-    let keep = site_three(20000);
+    let keep = (site_three(20000), site_odd(20000));
     site_freed(20000);
     let p = Profile::snapshot();
     profile::stop();
+    // A sample records the requested size, not its slot's (512 bytes).
+    let odd = p.live.iter().filter(|s| s.size == 300).count();
+    assert!(odd > 100, "{odd} live samples of 300 bytes");
+    assert!(p.live.iter().all(|s| s.size != 512));
     // Folded: "frame;frame;... bytes".
     let folded = p.folded(Kind::Allocated);
     assert!(folded.lines().count() >= 2, "{folded}");
@@ -146,7 +160,7 @@ fn the_outputs_are_well_formed_and_pprof_decodes() {
             ("inuse_space", "bytes")
         ]
     );
-    assert_eq!(pp.sample.len(), p.samples.len());
+    assert_eq!(pp.sample.len(), p.stacks.len());
     assert!(
         pp.sample
             .iter()
@@ -170,16 +184,82 @@ fn the_outputs_are_well_formed_and_pprof_decodes() {
 }
 
 #[test]
-fn a_full_table_is_reported() {
-    // Every slot sampled: the table fills.
+fn a_full_live_map_is_reported() {
+    // Every slot sampled, all live: slot numbers run past the live map.
     assert!(profile::start(1, Unwind::FramePointers));
-    let v: Vec<Box<u64>> = (0..profile::CAPACITY as u64 + 5000).map(Box::new).collect();
+    let v: Vec<Box<u64>> = (0..profile::MAP_SLOTS as u64 + 5000)
+        .map(Box::new)
+        .collect();
+    profile::stop();
+    let p = Profile::snapshot();
+    let boxes = p.live.iter().filter(|s| s.size == 8).count();
+    // 5000 past the map, less the few boxes the draw skips (a countdown
+    // of more than 8 bytes: probability exp(-7) at this mean).
+    assert!(p.lost >= 4500, "lost {}", p.lost);
+    assert_eq!(boxes, profile::MAP_SLOTS);
+    let folded = p.folded(Kind::Live);
+    assert!(folded.starts_with("[smalloc: "), "{}", &folded[..100]);
+    assert!(folded.lines().next().unwrap().contains("samples lost"));
+    drop(v);
+}
+
+/// The boxes are the allocations being sampled.
+type Boxes = Vec<Box<u64>>;
+
+/// Allocates a box at the end of a call path spelled by the low `level`
+/// bits of `bits`: 2^level paths, each a distinct stack.
+#[inline(never)]
+fn descend(bits: u32, level: u32, out: &mut Boxes) {
+    if level == 0 {
+        out.push(Box::new(u64::from(bits)));
+    } else if bits >> (level - 1) & 1 == 1 {
+        left(bits, level - 1, out);
+    } else {
+        right(bits, level - 1, out);
+    }
+}
+
+#[inline(never)]
+fn left(bits: u32, level: u32, out: &mut Boxes) {
+    descend(bits, level, out);
+    black_box(1);
+}
+
+#[inline(never)]
+fn right(bits: u32, level: u32, out: &mut Boxes) {
+    descend(bits, level, out);
+    black_box(2);
+}
+
+#[test]
+fn a_full_stack_table_is_reported() {
+    // Twice as many distinct stacks as the table holds, each sampled.
+    assert!(profile::start(1, Unwind::Dwarf));
+    let mut v = Vec::with_capacity(2 * profile::STACKS);
+    for bits in 0..2 * profile::STACKS as u32 {
+        descend(bits, 15, &mut v);
+    }
     profile::stop();
     let p = Profile::snapshot();
     assert!(p.lost > 0, "lost {}", p.lost);
-    assert_eq!(p.samples.len(), profile::CAPACITY);
-    let folded = p.folded(Kind::Live);
-    assert!(folded.starts_with("[smalloc: "), "{}", &folded[..100]);
+    assert!(
+        (profile::STACKS / 2..=profile::STACKS).contains(&p.stacks.len()),
+        "{} stacks",
+        p.stacks.len()
+    );
+    // Each stack's samples stand for its one box; every box is sampled but
+    // the few the draw skips (probability exp(-7), about 30).
+    let boxes = p
+        .stacks
+        .iter()
+        .filter(|s| s.live.samples == 1 && s.live.bytes == s.live.count * 8.0)
+        .count();
+    assert!(
+        boxes + p.lost as usize >= 2 * profile::STACKS - 100,
+        "{boxes} {}",
+        p.lost
+    );
+    let folded = p.folded(Kind::Allocated);
     assert!(folded.lines().next().unwrap().contains("samples lost"));
     drop(v);
 }
@@ -231,15 +311,16 @@ fn sampling_under_threads_with_cross_thread_frees_stays_consistent() {
     }
     profile::stop();
     let p = Profile::snapshot();
-    assert!(p.samples.len() > 1000, "{} samples", p.samples.len());
+    assert!(samples(&p) > 1000, "{} samples", samples(&p));
     // Everything the threads allocated is freed: no sample of theirs is
     // live (the test's own collections may be).
-    let live_samples = p.of(Kind::Live).count();
-    assert!(live_samples < 50, "{live_samples} live samples");
+    assert!(p.live.len() < 50, "{} live samples", p.live.len());
+    assert!(p.live.iter().all(|s| s.alloc_ns <= p.time_ns));
+    // Each stack's live samples are among those it took.
     assert!(
-        p.samples
+        p.stacks
             .iter()
-            .all(|s| s.freed_ns == 0 || s.freed_ns >= s.alloc_ns)
+            .all(|s| s.live.samples <= s.allocated.samples)
     );
 }
 

@@ -82,8 +82,10 @@ pub const IS_SMALLOC: bool = cfg!(not(any(
 
 /// With the `smalloc-profile` feature and `SMALLOC_BENCH_PROF=MEAN` (bytes)
 /// in the environment, smalloc's heap profiler samples from the moment the
-/// binary is loaded (stacks by the DWARF unwinder; nothing is written): for
-/// measuring the cost of sampling with `bench/ab.sh`.
+/// binary is loaded (nothing is written): for measuring the cost of
+/// sampling with `bench/ab.sh`. Stacks are walked by frame pointers (build
+/// with `RUSTFLAGS="-C force-frame-pointers=yes"`), or by the DWARF
+/// unwinder with `SMALLOC_BENCH_PROF_UNWIND=dwarf`.
 #[cfg(feature = "smalloc-profile")]
 #[used]
 #[unsafe(link_section = ".init_array")]
@@ -93,7 +95,11 @@ static START_PROFILE: extern "C" fn() = {
             .ok()
             .and_then(|v| v.parse().ok())
         {
-            smalloc::profile::start(mean, smalloc::profile::Unwind::Dwarf);
+            let unwind = match std::env::var("SMALLOC_BENCH_PROF_UNWIND").as_deref() {
+                Ok("dwarf") => smalloc::profile::Unwind::Dwarf,
+                _ => smalloc::profile::Unwind::FramePointers,
+            };
+            smalloc::profile::start(mean, unwind);
         }
     }
     start

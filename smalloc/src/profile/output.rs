@@ -21,31 +21,54 @@ pub enum Kind {
     Allocated,
 }
 
-/// One sample, with the estimate it stands for.
+/// Samples and the blocks and bytes they stand for (the unbiased estimate
+/// of Poisson sampling by bytes: a block of `s` bytes sampled at mean `m`
+/// stands for `1 / (1 - exp(-s / m))` blocks).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    /// Samples taken.
+    pub samples: u64,
+    /// Estimated blocks.
+    pub count: f64,
+    /// Estimated bytes.
+    pub bytes: f64,
+}
+
+/// One distinct call stack and what was sampled there.
+#[derive(Clone, Debug)]
+pub struct StackOut {
+    /// Return addresses, innermost first.
+    pub frames: Vec<usize>,
+    /// Every sample taken here since the start.
+    pub allocated: Totals,
+    /// The samples taken here whose blocks are not freed yet.
+    pub live: Totals,
+}
+
+impl StackOut {
+    /// The totals of `kind`.
+    pub fn totals(&self, kind: Kind) -> &Totals {
+        match kind {
+            Kind::Live => &self.live,
+            Kind::Allocated => &self.allocated,
+        }
+    }
+}
+
+/// One sampled block not freed yet.
 #[derive(Clone, Debug)]
 pub struct SampleOut {
     /// Bytes of the slot sampled (the request rounded up to its size
     /// class: what smalloc's countdown counts).
-    pub slot_size: usize,
-    /// Blocks this sample stands for: `1 / (1 - exp(-slot_size / mean))`
-    /// (the unbiased estimate of Poisson sampling by bytes).
+    pub size: usize,
+    /// Blocks this sample stands for.
     pub count: f64,
-    /// Bytes it stands for: `slot_size * count`.
+    /// Bytes it stands for: `size * count`.
     pub bytes: f64,
-    /// Clock at the allocation and at the free (0 while live), ns since
-    /// the epoch.
+    /// Clock at the allocation, ns since the epoch.
     pub alloc_ns: u64,
-    /// See `alloc_ns`.
-    pub freed_ns: u64,
-    /// Return addresses, innermost first.
-    pub frames: Vec<usize>,
-}
-
-impl SampleOut {
-    /// Whether the block is still live.
-    pub fn live(&self) -> bool {
-        self.freed_ns == 0
-    }
+    /// Its stack: an index into [`Profile::stacks`].
+    pub stack: usize,
 }
 
 /// The samples at one moment.
@@ -54,51 +77,76 @@ pub struct Profile {
     /// The mean sampling interval of the last start (bytes; each sample is
     /// weighted by the interval it was taken under).
     pub mean: usize,
-    /// Samples lost: the table was full ([`table::CAPACITY`] samples) or a
-    /// sampled slot could not be placed. Nonzero means the estimates are low.
+    /// Samples lost: the stack table had no room for a new stack
+    /// ([`STACKS`](super::STACKS) distinct stacks), or a sampled slot
+    /// number was beyond the live map ([`MAP_SLOTS`](super::MAP_SLOTS) per
+    /// size class). Nonzero means the estimates are low.
     pub lost: u64,
     /// When this profile was read (ns since the epoch).
     pub time_ns: u64,
-    /// The samples.
-    pub samples: Vec<SampleOut>,
+    /// Every stack sampled since the start, with its totals.
+    pub stacks: Vec<StackOut>,
+    /// The sampled blocks not freed yet.
+    pub live: Vec<SampleOut>,
 }
 
 impl Profile {
     /// Reads the samples taken so far.
     pub fn snapshot() -> Profile {
         let _inside = sampler::Inside::enter();
-        let mut samples = Vec::new();
-        table::for_each(|s| {
-            let size = 1usize << s.sc;
-            let p = 1.0 - (-(size as f64) / s.mean.max(1) as f64).exp();
-            samples.push(SampleOut {
-                slot_size: size,
-                count: 1.0 / p,
-                bytes: size as f64 / p,
-                alloc_ns: s.alloc_ns,
-                freed_ns: s.freed_ns,
-                frames: s.frames[..s.depth].to_vec(),
+        let mut stacks = Vec::new();
+        let mut at = HashMap::new();
+        table::for_each_stack(|s| {
+            at.insert(s.index, stacks.len());
+            stacks.push(StackOut {
+                frames: s.frames.to_vec(),
+                allocated: Totals {
+                    samples: s.samples,
+                    count: s.count,
+                    bytes: s.bytes,
+                },
+                live: Totals::default(),
+            });
+        });
+        let mut live = Vec::new();
+        table::for_each_live(|l| {
+            // A stack entered after the table was read: left for next time.
+            let Some(&stack) = at.get(&l.stack) else {
+                return;
+            };
+            let t = &mut stacks[stack].live;
+            t.samples += 1;
+            t.count += l.count;
+            t.bytes += l.size as f64 * l.count;
+            live.push(SampleOut {
+                size: l.size,
+                count: l.count,
+                bytes: l.size as f64 * l.count,
+                alloc_ns: l.alloc_ns,
+                stack,
             });
         });
         Profile {
             mean: sampler::last_mean(),
             lost: table::lost(),
             time_ns: super::now_ns(),
-            samples,
+            stacks,
+            live,
         }
     }
 
-    /// The samples of `kind`.
-    pub fn of(&self, kind: Kind) -> impl Iterator<Item = &SampleOut> {
-        self.samples
+    /// The stacks with samples of `kind`.
+    pub fn of(&self, kind: Kind) -> impl Iterator<Item = &StackOut> {
+        self.stacks
             .iter()
-            .filter(move |s| kind == Kind::Allocated || s.live())
+            .filter(move |s| s.totals(kind).samples > 0)
     }
 
     /// Estimated bytes and blocks of `kind`.
     pub fn totals(&self, kind: Kind) -> (f64, f64) {
-        self.of(kind)
-            .fold((0.0, 0.0), |(b, c), s| (b + s.bytes, c + s.count))
+        self.of(kind).fold((0.0, 0.0), |(b, c), s| {
+            (b + s.totals(kind).bytes, c + s.totals(kind).count)
+        })
     }
 
     /// Folded stacks of `kind`: one line per distinct stack, its frames
@@ -111,7 +159,7 @@ impl Profile {
         let mut stacks: HashMap<String, f64> = HashMap::new();
         for s in self.of(kind) {
             let key = names.stack(&s.frames).join(";");
-            *stacks.entry(key).or_default() += s.bytes;
+            *stacks.entry(key).or_default() += s.totals(kind).bytes;
         }
         let mut lines: Vec<(String, u64)> = stacks
             .into_iter()
@@ -123,7 +171,7 @@ impl Profile {
         if self.lost > 0 {
             let _ = writeln!(
                 out,
-                "[smalloc: {} samples lost, the table was full] 1",
+                "[smalloc: {} samples lost, the profile's table was full] 1",
                 self.lost
             );
         }

@@ -204,8 +204,7 @@ pub(super) fn build(p: &Profile, names: &mut Symbols) -> PProfile {
     let mut locations: HashMap<usize, u64> = HashMap::new();
     let mut location = Vec::new();
     let mut sample = Vec::new();
-    let size_key = strings.id("bytes");
-    for s in &p.samples {
+    for s in &p.stacks {
         let mut ids = Vec::new();
         let own = allocator_frames(names, &s.frames);
         for &ip in &s.frames[own..] {
@@ -245,28 +244,18 @@ pub(super) fn build(p: &Profile, names: &mut Symbols) -> PProfile {
             });
             ids.push(id);
         }
-        let (count, bytes) = (s.count.round() as i64, s.bytes.round() as i64);
-        let live = s.live();
+        let v = |t: &super::Totals| [t.count.round() as i64, t.bytes.round() as i64];
+        let ([count, bytes], [live_count, live_bytes]) = (v(&s.allocated), v(&s.live));
         sample.push(Sample {
             location_id: ids,
-            value: std::vec![
-                count,
-                bytes,
-                if live { count } else { 0 },
-                if live { bytes } else { 0 },
-            ],
-            label: std::vec![Label {
-                key: size_key,
-                str: 0,
-                num: s.slot_size as i64,
-                num_unit: size_key,
-            }],
+            value: std::vec![count, bytes, live_count, live_bytes],
+            label: Vec::new(),
         });
     }
     let mut comment = Vec::new();
     if p.lost > 0 {
         comment.push(strings.id(&std::format!(
-            "smalloc: {} samples lost (the table was full): the estimates are low",
+            "smalloc: {} samples lost (the profile's table was full): the estimates are low",
             p.lost
         )));
     }

@@ -7,12 +7,15 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::home_slab::profile_words::{FLAGS, LEFT, RNG};
+use crate::home_slab::profile_words::{FLAGS, LEFT, REQUEST, RNG};
 use crate::home_slab::{profile_word, set_profile_word, sub_profile_word};
 
 /// In [`FLAGS`]: the thread is inside the profiler (a sample being taken, a
 /// profile being written); its allocations are not sampled.
 const INSIDE: usize = 1;
+/// In [`FLAGS`]: the thread's countdown was drawn (not the zero a thread
+/// starts with, which would sample every thread's first allocation).
+const ARMED: usize = 2;
 
 /// Bytes a thread allocates between two looks at whether profiling is on,
 /// while it is off.
@@ -30,6 +33,20 @@ pub fn due(bytes: usize) -> bool {
     sub_profile_word::<LEFT>(bytes)
 }
 
+/// Notes the size of the request being served (for the record of a
+/// sample: the countdown and the slot know only the size class).
+#[inline(always)]
+pub fn note_request(size: usize) {
+    set_profile_word::<REQUEST>(size);
+}
+
+/// The size of the request being served, if the note fits a slot of `slot`
+/// bytes (a path that took no note leaves an older request behind).
+pub fn request(slot: usize) -> Option<usize> {
+    let size = profile_word::<REQUEST>();
+    (size <= slot && (size > slot / 2 || slot <= 16)).then_some(size)
+}
+
 /// Sets the mean interval (0: off). Threads notice within their next
 /// [`RECHECK`] bytes; the calling thread at once.
 pub fn set_mean(mean: usize) {
@@ -40,6 +57,7 @@ pub fn set_mean(mean: usize) {
         LAST_MEAN.store(mean, Ordering::Relaxed);
     }
     set_profile_word::<LEFT>(0);
+    set_profile_word::<FLAGS>(profile_word::<FLAGS>() & !ARMED);
 }
 
 /// The mean interval in bytes (0: off).
@@ -55,7 +73,8 @@ pub fn last_mean() -> usize {
 }
 
 /// The countdown went below zero: whether to take a sample now. Draws the
-/// next countdown either way.
+/// next countdown either way; a thread's first countdown (from the zero it
+/// starts with, or from a start) is drawn without a sample.
 pub fn rearm() -> bool {
     let mean = mean();
     if mean == 0 {
@@ -63,12 +82,12 @@ pub fn rearm() -> bool {
         return false;
     }
     set_profile_word::<LEFT>(draw(mean));
-    !inside()
-}
-
-/// Whether the thread is inside the profiler.
-pub fn inside() -> bool {
-    profile_word::<FLAGS>() & INSIDE != 0
+    let flags = profile_word::<FLAGS>();
+    if flags & ARMED == 0 {
+        set_profile_word::<FLAGS>(flags | ARMED);
+        return false;
+    }
+    flags & INSIDE == 0
 }
 
 /// Marks the thread inside the profiler until the guard drops: its
@@ -87,7 +106,8 @@ impl Inside {
 
 impl Drop for Inside {
     fn drop(&mut self) {
-        set_profile_word::<FLAGS>(self.0);
+        // Only the INSIDE bit is restored: ARMED may have been set meanwhile.
+        set_profile_word::<FLAGS>(profile_word::<FLAGS>() & !INSIDE | self.0 & INSIDE);
     }
 }
 

@@ -1,47 +1,71 @@
-//! Where samples are kept: a fixed table of records in its own mapping
-//! (never in the sampled heap), appended to lock-free, and a map from each
-//! sampled slot to its record for the free. Both are mapped on the first
-//! start, untouched pages cost nothing.
+//! Where samples are kept, outside the sampled heap, lock-free, in two
+//! fixed mappings made on the first start (untouched pages cost nothing):
 //!
-//! A sampled block lives in [`PROFILE_SLAB`](layout::PROFILE_SLAB); its
-//! (size class, slot number) indexes the map. A slot number beyond the
-//! map's width, or a full table, makes the sample lost (counted, and the
-//! profile says so); the allocation itself is served as usual.
+//! * the stack table: each distinct call stack once, with the totals of
+//!   every sample taken there since the start (the allocation profile). A
+//!   program's stacks repeat, so a sample adds to a line already in cache,
+//!   and the table fills only with [`STACKS`] distinct stacks, however long
+//!   the program runs;
+//! * the live map: one entry per slot of the profile's slab (indexed by
+//!   size class and slot number), written when the slot is handed out as a
+//!   sample and cleared by its free. The live profile is what it holds.
+//!
+//! A sample whose stack finds no room, or whose slot number is beyond the
+//! map's width, is lost (counted, and the profile says so); the allocation
+//! itself is served as usual.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::layout::{self, NUM_SCS};
 use crate::sys;
 
-/// Records in the table: about 36 MiB of address space, touched as used.
-pub const CAPACITY: usize = 1 << 16;
-/// Return addresses kept per sample.
+/// Distinct stacks the table holds (about 9 MiB of address space).
+pub const STACKS: usize = 1 << 14;
+/// Return addresses kept per stack.
 pub const MAX_FRAMES: usize = 64;
-/// Sampled slots per size class the map can tell apart (slot numbers
+/// Entries a stack's hash probes before the table counts as full.
+const PROBES: usize = 32;
+/// Sampled slots per size class the live map can tell apart (slot numbers
 /// below this).
-const MAP_SLOTS: usize = 1 << 18;
+pub const MAP_SLOTS: usize = 1 << 18;
+/// Fixed-point scale of estimated counts.
+const ONE: f64 = 65536.0;
 
-/// One sample.
+/// One distinct stack and the totals of its samples.
 #[repr(C)]
-struct Record {
-    /// Non-zero once the record is written (the depth + 1).
+struct Stack {
+    /// The frames' hash (never 0); 0 while the entry is free.
+    key: AtomicU64,
+    /// The depth + 1, once the frames are written; 0 before.
     ready: AtomicU32,
-    /// Size class of the slot.
-    sc: AtomicU32,
-    /// Clock (ns since the epoch) at the allocation.
-    alloc_ns: AtomicU64,
-    /// Clock at the free; 0 while live.
-    freed_ns: AtomicU64,
-    /// The mean sampling interval it was taken under (bytes).
-    mean: AtomicUsize,
+    /// Samples taken here.
+    samples: AtomicU64,
+    /// Blocks they stand for, in 1/[`ONE`].
+    count: AtomicU64,
+    /// Bytes they stand for.
+    bytes: AtomicU64,
     /// Return addresses, innermost first.
     frames: [AtomicUsize; MAX_FRAMES],
 }
 
-/// The records, the map, the count of records taken, of samples lost.
-static RECORDS: AtomicUsize = AtomicUsize::new(0);
+/// The live map's entry for a slot of the profile's slab.
+#[repr(C)]
+struct Live {
+    /// The stack's index + 1 while the slot is a live sample; 0 otherwise.
+    stack: AtomicU32,
+    /// Bytes of the block.
+    size: AtomicUsize,
+    /// Blocks the sample stands for, in 1/[`ONE`].
+    count: AtomicU64,
+    /// Clock at the allocation (ns since the epoch).
+    alloc_ns: AtomicU64,
+}
+
+/// The stack table, the live map, the highest slot number + 1 the map has
+/// seen per size class, the samples lost.
+static STACK_TABLE: AtomicUsize = AtomicUsize::new(0);
 static MAP: AtomicUsize = AtomicUsize::new(0);
-static TAKEN: AtomicUsize = AtomicUsize::new(0);
+static SEEN: [AtomicU32; NUM_SCS] = [const { AtomicU32::new(0) }; NUM_SCS];
 static LOST: AtomicU64 = AtomicU64::new(0);
 
 /// Maps the table and the map if not yet done; false if the OS refused.
@@ -50,17 +74,17 @@ pub fn init() -> bool {
     if MAP.load(Ordering::Acquire) != 0 {
         return true;
     }
-    let records = size_of::<Record>() * CAPACITY;
-    let map = 4 * MAP_SLOTS * NUM_SCS;
-    let (Some(r), Some(m)) = (sys::map(0, records, false), sys::map(0, map, false)) else {
+    let stacks = size_of::<Stack>() * STACKS;
+    let map = size_of::<Live>() * MAP_SLOTS * NUM_SCS;
+    let (Some(s), Some(m)) = (sys::map(0, stacks, false), sys::map(0, map, false)) else {
         return false;
     };
     // Two threads starting at once: the loser unmaps its own.
-    if RECORDS
-        .compare_exchange(0, sys::expose(r), Ordering::AcqRel, Ordering::Acquire)
+    if STACK_TABLE
+        .compare_exchange(0, sys::expose(s), Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
-        sys::unmap(r, records);
+        sys::unmap(s, stacks);
     }
     if MAP
         .compare_exchange(0, sys::expose(m), Ordering::AcqRel, Ordering::Acquire)
@@ -71,131 +95,221 @@ pub fn init() -> bool {
     true
 }
 
-fn record(i: usize) -> &'static Record {
-    debug_assert!(i < CAPACITY);
+fn stack(i: usize) -> &'static Stack {
+    debug_assert!(i < STACKS);
     // Acquire: see `init`.
-    let base = RECORDS.load(Ordering::Acquire);
-    // SAFETY: `init` mapped CAPACITY zeroed records at `base`, never
-    // unmapped; every field is atomic.
-    unsafe { &*sys::ptr_at::<Record>(base + i * size_of::<Record>()) }
+    let base = STACK_TABLE.load(Ordering::Acquire);
+    // SAFETY: `init` mapped STACKS zeroed entries at `base` (callers check
+    // it ran), never unmapped; every field is atomic.
+    unsafe { &*sys::ptr_at::<Stack>(base + i * size_of::<Stack>()) }
 }
 
-/// The map's entry for the sampled slot at `addr`, if it has one.
-fn entry(addr: usize) -> Option<&'static AtomicU32> {
+/// The live map's entry for size class `sc`, slot number `n`.
+fn live(sc: u32, n: usize) -> &'static Live {
+    debug_assert!(n < MAP_SLOTS && (sc as usize) < NUM_SCS);
+    // Acquire: see `init`.
+    let map = MAP.load(Ordering::Acquire);
+    // SAFETY: inside the mapping `init` made (callers check it ran), never
+    // unmapped; every field is atomic.
+    unsafe { &*sys::ptr_at::<Live>(map + size_of::<Live>() * (sc as usize * MAP_SLOTS + n)) }
+}
+
+/// The size class and slot number of the profile's slot at `addr`, if the
+/// map can hold it.
+fn place(addr: usize) -> Option<(u32, usize)> {
     let sc = layout::sc_of(addr);
     let region = layout::region_addr(layout::slab_addr_of(addr), sc);
     let n = (addr - region) >> sc;
     // Acquire: see `init`.
-    let map = MAP.load(Ordering::Acquire);
-    if n >= MAP_SLOTS || map == 0 {
-        return None;
-    }
-    // SAFETY: inside the mapping `init` made, never unmapped; 4-aligned.
-    Some(unsafe { &*sys::ptr_at::<AtomicU32>(map + 4 * (sc as usize * MAP_SLOTS + n)) })
+    (n < MAP_SLOTS && MAP.load(Ordering::Acquire) != 0).then_some((sc, n))
 }
 
-/// Records a sample of the slot at `addr`, taken at mean interval `mean`,
-/// with the stack `frames`: false
-/// (and the sample counted lost) when the table is full or the slot
-/// cannot be mapped.
-pub fn add(addr: usize, frames: &[usize], now: u64, mean: usize) -> bool {
-    let Some(e) = entry(addr) else {
-        LOST.fetch_add(1, Ordering::Relaxed);
+fn hash(frames: &[usize]) -> u64 {
+    let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ frames.len() as u64;
+    for &f in frames {
+        h = (h.rotate_left(5) ^ f as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    h | 1
+}
+
+/// The index of `frames` in the stack table, entered if new; `None` when
+/// no entry within [`PROBES`] of its hash is free or equal.
+fn intern(frames: &[usize]) -> Option<usize> {
+    let key = hash(frames);
+    for probe in 0..PROBES {
+        let i = (key as usize).wrapping_add(probe) % STACKS;
+        let s = stack(i);
+        // Acquire: pairs with the winner's Release of `ready` below.
+        let mut k = s.key.load(Ordering::Acquire);
+        if k == 0 {
+            // Relaxed: the claim only decides who writes the frames; they
+            // are published by `ready`.
+            match s
+                .key
+                .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    // Relaxed, published by the Release store of `ready`.
+                    for (cell, &f) in s.frames.iter().zip(frames) {
+                        cell.store(f, Ordering::Relaxed);
+                    }
+                    s.ready.store(frames.len() as u32 + 1, Ordering::Release);
+                    return Some(i);
+                }
+                Err(now) => k = now,
+            }
+        }
+        // An entry still being written is passed over: at worst the stack
+        // gets a second entry, which the outputs merge.
+        // Acquire: pairs with the Release of `ready`.
+        if k == key && s.ready.load(Ordering::Acquire) as usize == frames.len() + 1 {
+            // Relaxed: published by `ready`.
+            let same = s
+                .frames
+                .iter()
+                .zip(frames)
+                .all(|(cell, &f)| cell.load(Ordering::Relaxed) == f);
+            if same {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// Records a sample of the slot at `addr` (`size` bytes, standing for
+/// `count` blocks), taken with the stack `frames`: false (and the sample
+/// counted lost) when its stack finds no room or the map cannot hold the
+/// slot.
+pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
+    let frames = &frames[..frames.len().min(MAX_FRAMES)];
+    let (Some((sc, n)), Some(i)) = (place(addr), intern(frames)) else {
+        lose();
         return false;
     };
-    // Relaxed: only hands out distinct indexes.
-    let i = TAKEN.fetch_add(1, Ordering::Relaxed);
-    if i >= CAPACITY {
-        // Relaxed: a statistic.
-        LOST.fetch_add(1, Ordering::Relaxed);
-        return false;
-    }
-    let r = record(i);
-    let depth = frames.len().min(MAX_FRAMES);
-    // Relaxed stores, published by the Release store of `ready`.
-    for (cell, &f) in r.frames.iter().zip(&frames[..depth]) {
-        cell.store(f, Ordering::Relaxed);
-    }
-    r.sc.store(layout::sc_of(addr), Ordering::Relaxed);
-    r.alloc_ns.store(now, Ordering::Relaxed);
-    r.mean.store(mean, Ordering::Relaxed);
-    r.ready.store(depth as u32 + 1, Ordering::Release);
-    // Relaxed: read only by this slot's free, which the program orders
-    // after the allocation returns.
-    e.store(i as u32 + 1, Ordering::Relaxed);
+    let s = stack(i);
+    let fixed = (count * ONE) as u64;
+    // Relaxed: totals, read only by a snapshot.
+    s.samples.fetch_add(1, Ordering::Relaxed);
+    s.count.fetch_add(fixed, Ordering::Relaxed);
+    s.bytes
+        .fetch_add((size as f64 * count) as u64, Ordering::Relaxed);
+    let e = live(sc, n);
+    // Relaxed: the slot is ours until it is freed; published by `stack`.
+    e.size.store(size, Ordering::Relaxed);
+    e.count.store(fixed, Ordering::Relaxed);
+    e.alloc_ns.store(now, Ordering::Relaxed);
+    // Release: a snapshot that sees the stack sees the fields.
+    e.stack.store(i as u32 + 1, Ordering::Release);
+    // Relaxed: only bounds a snapshot's scan.
+    SEEN[sc as usize].fetch_max(n as u32 + 1, Ordering::Relaxed);
     true
 }
 
-/// The sampled slot at `addr` is being freed: its record leaves the live
-/// profile.
-pub fn freed(addr: usize, now: u64) {
-    // Relaxed: see `add`.
-    if let Some(i) = entry(addr).map(|e| e.swap(0, Ordering::Relaxed)) {
-        if i != 0 {
-            // Release: a reader that sees it freed sees the record.
-            record(i as usize - 1)
-                .freed_ns
-                .store(now.max(1), Ordering::Release);
-        }
+/// The sampled slot at `addr` is being freed: it leaves the live profile.
+pub fn freed(addr: usize) {
+    if let Some((sc, n)) = place(addr) {
+        // Relaxed: the program orders this free after the allocation that
+        // wrote the entry; a snapshot rechecks the entry (see `for_each_live`).
+        live(sc, n).stack.store(0, Ordering::Relaxed);
     }
 }
 
-/// One sample as read back.
-#[derive(Clone, Copy)]
-pub struct Sample {
-    /// Size class of the slot (slots of `2^sc` bytes).
-    pub sc: u32,
-    /// Clock at the allocation (ns since the epoch).
-    pub alloc_ns: u64,
-    /// Clock at the free; 0 while the block is live.
-    pub freed_ns: u64,
-    /// The mean sampling interval it was taken under (bytes).
-    pub mean: usize,
-    /// Number of frames.
-    pub depth: usize,
-    /// Return addresses, innermost first (`frames[..depth]`).
-    pub frames: [usize; MAX_FRAMES],
+/// A distinct stack and the totals of its samples, as read back.
+pub struct StackRead<'a> {
+    /// Its index in the table (what [`LiveRead::stack`] refers to).
+    pub index: usize,
+    /// Samples taken.
+    pub samples: u64,
+    /// Blocks they stand for.
+    pub count: f64,
+    /// Bytes they stand for.
+    pub bytes: f64,
+    /// Return addresses, innermost first.
+    pub frames: &'a [usize],
 }
 
-/// Calls `f` with every sample written so far.
-pub fn for_each(mut f: impl FnMut(&Sample)) {
+/// Calls `f` with every stack entered so far.
+pub fn for_each_stack(mut f: impl FnMut(&StackRead)) {
     // Acquire: see `init`.
-    if RECORDS.load(Ordering::Acquire) == 0 {
+    if STACK_TABLE.load(Ordering::Acquire) == 0 {
         return;
     }
-    // Relaxed: records beyond are skipped until `ready`.
-    let n = TAKEN.load(Ordering::Relaxed).min(CAPACITY);
-    for i in 0..n {
-        let r = record(i);
-        // Acquire: pairs with `add`'s Release.
-        let ready = r.ready.load(Ordering::Acquire) as usize;
+    let mut frames = [0; MAX_FRAMES];
+    for index in 0..STACKS {
+        let s = stack(index);
+        // Acquire: pairs with `intern`'s Release. Relaxed is enough for the
+        // untouched (all-zero) pages; the load maps no memory.
+        let ready = s.ready.load(Ordering::Acquire) as usize;
         if ready == 0 {
             continue;
         }
-        let mut s = Sample {
-            sc: r.sc.load(Ordering::Relaxed),
-            alloc_ns: r.alloc_ns.load(Ordering::Relaxed),
-            // Acquire: pairs with `freed`'s Release.
-            freed_ns: r.freed_ns.load(Ordering::Acquire),
-            mean: r.mean.load(Ordering::Relaxed),
-            depth: ready - 1,
-            frames: [0; MAX_FRAMES],
-        };
-        for (d, cell) in s.frames.iter_mut().zip(&r.frames[..s.depth]) {
+        let depth = ready - 1;
+        for (d, cell) in frames.iter_mut().zip(&s.frames[..depth]) {
             // Relaxed: published by `ready`.
             *d = cell.load(Ordering::Relaxed);
         }
-        f(&s);
+        // Relaxed: totals, each exact or a moment old.
+        f(&StackRead {
+            index,
+            samples: s.samples.load(Ordering::Relaxed),
+            count: s.count.load(Ordering::Relaxed) as f64 / ONE,
+            bytes: s.bytes.load(Ordering::Relaxed) as f64,
+            frames: &frames[..depth],
+        });
     }
 }
 
-/// Counts a sample lost (no slot for it).
+/// A live sample, as read back.
+pub struct LiveRead {
+    /// The index of its stack ([`StackRead::index`]).
+    pub stack: usize,
+    /// Bytes of the block.
+    pub size: usize,
+    /// Blocks it stands for.
+    pub count: f64,
+    /// Clock at the allocation (ns since the epoch).
+    pub alloc_ns: u64,
+}
+
+/// Calls `f` with every live sample.
+pub fn for_each_live(mut f: impl FnMut(&LiveRead)) {
+    // Acquire: see `init`.
+    if MAP.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    for (sc, seen) in SEEN.iter().enumerate() {
+        // Relaxed: see `add`.
+        for n in 0..seen.load(Ordering::Relaxed) as usize {
+            let e = live(sc as u32, n);
+            // Acquire: pairs with `add`'s Release.
+            let stack = e.stack.load(Ordering::Acquire);
+            if stack == 0 {
+                continue;
+            }
+            // Relaxed: published by `stack`.
+            let read = LiveRead {
+                stack: stack as usize - 1,
+                size: e.size.load(Ordering::Relaxed),
+                count: e.count.load(Ordering::Relaxed) as f64 / ONE,
+                alloc_ns: e.alloc_ns.load(Ordering::Relaxed),
+            };
+            // Freed (or freed and sampled again) meanwhile: skipped, or
+            // read again next time. Acquire: as above.
+            if e.stack.load(Ordering::Acquire) == stack {
+                f(&read);
+            }
+        }
+    }
+}
+
+/// Counts a sample lost.
 pub fn lose() {
     // Relaxed: a statistic.
     LOST.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Samples lost so far (table full, or a slot the map cannot hold).
+/// Samples lost so far (no room for a stack or a slot, or no slot).
 pub fn lost() -> u64 {
     // Relaxed: a statistic.
     LOST.load(Ordering::Relaxed)
