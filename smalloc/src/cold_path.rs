@@ -24,7 +24,7 @@ use crate::counters::{self, Event};
 use crate::free_list::{self, LinkStore, Pop};
 use crate::home_slab::{self, is_owner, occupancy};
 use crate::hot_path::{
-    RegionLinks, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
+    RegionLinks, Request, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
 };
 use crate::layout::{self, LARGE_SC, MAX_SC, THREAD_SLABS};
 use crate::{ownership, private_list, purge, reservation, sys};
@@ -33,17 +33,17 @@ use crate::{ownership, private_list, purge, reservation, sys};
 /// was never handed out before.
 type Got = (*mut u8, bool);
 
-/// `got`, for a request of size class `sc`, counted as an allocation (the
+/// `got`, for `req` of size class `sc`, counted as an allocation (the
 /// `counters` feature) and towards the next sample (the `profile` feature).
 #[inline(always)]
-fn counted(got: Got, sc: u32) -> Got {
+fn counted(got: Got, sc: u32, req: Request) -> Got {
     counters::alloc(got.0);
     #[cfg(feature = "profile")]
-    if !got.0.is_null() && crate::profile::due(1 << sc) {
-        return crate::profile::sample(got, sc);
+    if !got.0.is_null() && crate::profile::due(req.size) {
+        return crate::profile::sample(got, sc, req.size);
     }
     #[cfg(not(feature = "profile"))]
-    let _ = sc;
+    let _ = (sc, req);
     got
 }
 
@@ -77,50 +77,50 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 /// found nothing: the thread owns no slab, or its private list is empty.
 #[cold]
 #[inline(never)]
-pub fn alloc_small(sc: u32) -> Got {
+pub fn alloc_small(sc: u32, req: Request) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
-        return counted(owner_refill(home_slab::owned_slab(owned), sc), sc);
+        return counted(owner_refill(home_slab::owned_slab(owned), sc), sc, req);
     }
     let current = home_slab::current();
     if current == 0 {
-        return alloc_first(sc);
+        return alloc_first(sc, req);
     }
     let addr = home_slab::slab_addr(current);
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
     if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc), sc);
+            return counted(owner_refill(owned, sc), sc, req);
         }
     }
-    counted(shared_alloc(base, slab, sc), sc)
+    counted(shared_alloc(base, slab, sc), sc, req)
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
 /// of large slots first (see [`keeps_large`]), then the shared path.
 #[inline(never)]
-pub fn alloc_large(sc: u32) -> Got {
+pub fn alloc_large(sc: u32, req: Request) -> Got {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
     let owned = home_slab::owned();
     if is_owner(owned) {
         if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return counted(got, sc);
+            return counted(got, sc, req);
         }
     }
     let current = home_slab::current();
     if current == 0 {
-        return alloc_first(sc);
+        return alloc_first(sc, req);
     }
     let addr = home_slab::slab_addr(current);
     let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
-    counted(got, sc)
+    counted(got, sc, req)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
 /// if needed, take a place, then allocate (and count the allocation).
 #[cold]
 #[inline(never)]
-fn alloc_first(sc: u32) -> Got {
+fn alloc_first(sc: u32, req: Request) -> Got {
     let base = reservation::base_raw();
     let base = if reservation::is_ready(base) {
         base
@@ -132,7 +132,7 @@ fn alloc_first(sc: u32) -> Got {
     };
     home_slab::assign(base);
     counters::count(Event::FirstAlloc, home_slab::current());
-    crate::hot_path::alloc(sc)
+    crate::hot_path::alloc(sc, req)
 }
 
 /// A thread that owns no slab (but may) claims one that nobody owns, its

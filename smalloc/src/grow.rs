@@ -143,11 +143,11 @@ pub unsafe fn realloc_slot(
     big: impl FnOnce(usize, usize) -> *mut u8,
 ) -> *mut u8 {
     debug_assert!(new_size > 0);
-    crate::hot_path::note_request(new_size);
     let cur_sc = layout::sc_of(p.addr());
     let slot = 1usize << cur_sc;
     let old = old_size.unwrap_or(slot);
     let new_sc = layout::size_class(new_size, align);
+    let req = hot_path::Request::new(new_size);
     // The slot may be larger than the block asked for (growers, failover to
     // a larger size class): stay while it fits, unless the block shrinks to
     // an eighth of a slot of 1 MiB or more. Growing never leaves a slot that
@@ -162,10 +162,13 @@ pub unsafe fn realloc_slot(
     let (q, keep) = if new_sc > MAX_SC {
         (big(new_size, align), old)
     } else if new_sc > cur_sc {
-        (hot_path::alloc(target_sc(old, new_size, new_sc)).0, old)
+        (
+            hot_path::alloc(target_sc(old, new_size, new_sc), req).0,
+            old,
+        )
     } else {
         // Shrinking: the smaller slot holds exactly what is kept.
-        (hot_path::alloc(new_sc).0, new_size)
+        (hot_path::alloc(new_sc, req).0, new_size)
     };
     if !q.is_null() {
         // SAFETY: `q` is a new block of at least `keep` bytes, the smaller of

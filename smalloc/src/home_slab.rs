@@ -43,8 +43,8 @@ pub mod occupancy;
 
 /// Thread-local words of the `profile` feature (none without it): the bytes
 /// left before the next sample, the random state, the re-entrancy flag, the
-/// top of the thread's stack, the size of the request being served.
-pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 5 } else { 0 };
+/// top of the thread's stack.
+pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 4 } else { 0 };
 
 /// The profiler's thread-local words, for [`profile_word`].
 #[cfg(feature = "profile")]
@@ -58,8 +58,6 @@ pub mod profile_words {
     pub const FLAGS: usize = PROFILE + 2 * STRIDE;
     /// Top of the thread's stack.
     pub const STACK_TOP: usize = PROFILE + 3 * STRIDE;
-    /// Size of the request being served.
-    pub const REQUEST: usize = PROFILE + 4 * STRIDE;
 }
 
 /// A thread-local word of the profiler ([`profile_words`]).
@@ -410,17 +408,35 @@ mod tls {
     #[cfg(feature = "profile")]
     pub const STRIDE: usize = 8;
 
+    /// The words' offset from the thread pointer: a constant the dynamic
+    /// loader wrote into the GOT before any code ran, so the load is `pure`
+    /// and `nomem` (the compiler may share one among several accesses).
+    #[inline(always)]
+    fn offset() -> usize {
+        let off: usize;
+        // SAFETY: reads the GOT entry of our own .tdata symbol, which is
+        // never written after relocation.
+        unsafe {
+            core::arch::asm!(
+                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
+                off = out(reg) off,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        off
+    }
+
     #[inline(always)]
     pub fn load<const WORD: usize>() -> usize {
         let v: usize;
-        // SAFETY: initial-exec access to our own .tdata words: the GOT entry
-        // holds their offset from the thread pointer, `fs:` is the thread
+        // SAFETY: initial-exec access to our own .tdata words: `offset` is
+        // their offset from the thread pointer, `fs:` is the thread
         // pointer, `word` is one of the offsets above. Reads only that word.
         unsafe {
             core::arch::asm!(
-                "mov {v}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
-                "mov {v}, qword ptr fs:[{v} + {word}]",
-                v = out(reg) v,
+                "mov {v}, qword ptr fs:[{off} + {word}]",
+                v = lateout(reg) v,
+                off = in(reg) offset(),
                 word = const WORD,
                 options(nostack, readonly, preserves_flags),
             );
@@ -432,21 +448,19 @@ mod tls {
     #[cfg(feature = "profile")]
     #[inline(always)]
     pub fn sub<const WORD: usize>(v: usize) -> bool {
-        let borrow: u8;
         // SAFETY: as in `load`; writes only our own thread's word.
         unsafe {
             core::arch::asm!(
-                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
                 "sub qword ptr fs:[{off} + {word}], {v}",
-                "setc {b}",
-                off = out(reg) _,
+                "jb {borrow}",
+                off = in(reg) offset(),
                 v = in(reg) v,
-                b = out(reg_byte) borrow,
                 word = const WORD,
+                borrow = label { return true; },
                 options(nostack),
             );
         }
-        borrow != 0
+        false
     }
 
     #[inline(always)]
@@ -454,9 +468,8 @@ mod tls {
         // SAFETY: as in `load`; writes only our own thread's word.
         unsafe {
             core::arch::asm!(
-                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
                 "mov qword ptr fs:[{off} + {word}], {v}",
-                off = out(reg) _,
+                off = in(reg) offset(),
                 v = in(reg) v,
                 word = const WORD,
                 options(nostack, preserves_flags),

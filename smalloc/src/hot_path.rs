@@ -159,46 +159,59 @@ impl LinkStore for TableLinks {
     }
 }
 
+/// The size in bytes of the request a slot is taken for, carried down the
+/// allocation paths to the heap profiler's countdown (the `profile`
+/// feature). Without the feature it is zero-sized: no path carries anything.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    #[cfg(feature = "profile")]
+    pub(crate) size: usize,
+}
+
+impl Request {
+    /// A request of `size` bytes.
+    #[inline(always)]
+    pub fn new(size: usize) -> Request {
+        #[cfg(not(feature = "profile"))]
+        let _ = size;
+        Request {
+            #[cfg(feature = "profile")]
+            size,
+        }
+    }
+}
+
 /// Takes a slot of size class `sc` (or larger, when every slab of `sc` is
-/// empty). Returns null when no slot is left or the reservation failed; the
-/// flag says the slot was never handed out before (its memory is zero).
+/// empty) for `req`. Returns null when no slot is left or the reservation
+/// failed; the flag says the slot was never handed out before (its memory
+/// is zero).
 #[inline(always)]
-pub fn alloc(sc: u32) -> (*mut u8, bool) {
+pub fn alloc(sc: u32, req: Request) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..=MAX_SC).contains(&sc));
     if sc >= LARGE_SC {
-        cold_path::alloc_large(sc)
+        cold_path::alloc_large(sc, req)
     } else {
-        alloc_small(sc)
+        alloc_small(sc, req)
     }
 }
 
 /// [`alloc`] for size classes below [`LARGE_SC`].
 #[inline(always)]
-pub fn alloc_small(sc: u32) -> (*mut u8, bool) {
+pub fn alloc_small(sc: u32, req: Request) -> (*mut u8, bool) {
     debug_assert!((layout::MIN_SC..LARGE_SC).contains(&sc));
-    match alloc_hot(layout::private_index(sc)) {
+    match alloc_hot(layout::private_index(sc), req) {
         Some(p) => (p, false),
-        None => cold_path::alloc_small(sc),
+        None => cold_path::alloc_small(sc, req),
     }
-}
-
-/// Notes the size of the request being served, for the heap profiler's
-/// record of a sample (the `profile` feature; nothing without it).
-#[inline(always)]
-pub fn note_request(size: usize) {
-    #[cfg(feature = "profile")]
-    crate::profile::sampler::note_request(size);
-    #[cfg(not(feature = "profile"))]
-    let _ = size;
 }
 
 /// The hot path of allocation: a slot of the size class of private index
 /// `index` ([`layout::private_index_of`]) from the private list of the slab
-/// the thread owns. `None` when the thread owns no slab (its alloc word is
-/// EMPTY_TABLES), the list is empty, or the size class is not small (its
-/// list is always empty): the caller then takes the cold path.
+/// the thread owns, for `req`. `None` when the thread owns no slab (its
+/// alloc word is EMPTY_TABLES), the list is empty, or the size class is not
+/// small (its list is always empty): the caller then takes the cold path.
 #[inline(always)]
-pub fn alloc_hot(index: usize) -> Option<*mut u8> {
+pub fn alloc_hot(index: usize, req: Request) -> Option<*mut u8> {
     debug_assert!(index < layout::PRIVATE_HEADS);
     let block = home_slab::alloc_word();
     let links = TableLinks {
@@ -214,9 +227,11 @@ pub fn alloc_hot(index: usize) -> Option<*mut u8> {
     debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
     debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
     #[cfg(feature = "profile")]
-    if crate::profile::due(2 << index) {
-        return Some(crate::profile::sample((p, false), index as u32 + 1).0);
+    if crate::profile::due(req.size) {
+        return Some(crate::profile::sample((p, false), index as u32 + 1, req.size).0);
     }
+    #[cfg(not(feature = "profile"))]
+    let _ = req;
     Some(p)
 }
 

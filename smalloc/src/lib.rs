@@ -52,6 +52,7 @@ mod trim;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+use hot_path::Request;
 use layout::{MAX_SC, size_class};
 
 /// The smalloc allocator. All instances share one process-wide state, so it
@@ -94,8 +95,7 @@ unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let index = layout::private_index_of(layout.size(), layout.align());
-        hot_path::note_request(layout.size());
-        match hot_path::alloc_hot(index) {
+        match hot_path::alloc_hot(index, Request::new(layout.size())) {
             Some(p) => p,
             None => alloc_cold(layout.size(), layout.align()),
         }
@@ -136,8 +136,7 @@ unsafe impl GlobalAlloc for Smalloc {
         } else if new_sc <= MAX_SC {
             // From a mapping down to a slot: keep the invariant that a
             // layout which fits a slot lives in a slot.
-            hot_path::note_request(new_size);
-            let q = hot_path::alloc(new_sc).0;
+            let q = hot_path::alloc(new_sc, Request::new(new_size)).0;
             if !q.is_null() {
                 // SAFETY: `new_size < old_size`; both are ours.
                 unsafe {
@@ -176,9 +175,9 @@ unsafe fn dealloc_cold(p: *mut u8, size: usize, align: usize) {
 fn alloc_cold(size: usize, align: usize) -> *mut u8 {
     let sc = size_class(size, align);
     if sc < layout::LARGE_SC {
-        cold_path::alloc_small(sc).0
+        cold_path::alloc_small(sc, Request::new(size)).0
     } else if sc <= MAX_SC {
-        cold_path::alloc_large(sc).0
+        cold_path::alloc_large(sc, Request::new(size)).0
     } else {
         big::alloc(size, align)
     }

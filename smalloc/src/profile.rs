@@ -76,20 +76,20 @@ pub fn running() -> bool {
     sampler::mean() != 0
 }
 
-/// Counts `bytes` (a slot handed out) towards the next sample; true when
-/// the caller should call [`sample`].
+/// Counts `bytes` (a request served) towards the next sample; true when the
+/// caller should call [`sample`].
 #[inline(always)]
 pub(crate) fn due(bytes: usize) -> bool {
     sampler::due(bytes)
 }
 
-/// The slot of `got` was handed out for a request of size class `sc` and
-/// the countdown ran out: if sampling is on, swaps it for a slot of `sc`
-/// from the profile's slab with the sample recorded, and gives the first
-/// one (which may be of a larger class) back.
+/// The slot of `got` was handed out for a request of `size` bytes, of size
+/// class `sc`, and the countdown ran out: if sampling is on, swaps it for a
+/// slot of `sc` from the profile's slab with the sample recorded, and gives
+/// the first one (which may be of a larger class) back.
 #[cold]
 #[inline(never)]
-pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
+pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bool) {
     // Re-armed first, whatever follows: the count has wrapped.
     let take = sampler::rearm();
     if got.0.is_null() || !take {
@@ -101,22 +101,15 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
         return got;
     };
     counters::alloc(q.0);
-    let mut frames = [0; MAX_FRAMES];
     // Relaxed: a setting.
     let how = if DWARF.load(Ordering::Relaxed) {
         Unwind::Dwarf
     } else {
         Unwind::FramePointers
     };
-    let n = stack::capture(how, &mut frames);
-    let slot = 1usize << sc;
-    let mean = sampler::mean().max(1);
-    // The unbiased estimate: the countdown counts slot bytes, so a slot is
-    // sampled with probability 1 - exp(-slot / mean) and stands for 1 /
-    // that blocks of the requested size.
-    let count = 1.0 / -(-(slot as f64) / mean as f64).exp_m1();
-    let size = sampler::request(slot).unwrap_or(slot);
-    if !table::add(q.0.addr(), size, count, &frames[..n], now_ns()) {
+    let mut frames = stack::Frames::new();
+    stack::capture(how, &mut frames);
+    if !table::add(q.0.addr(), size, weight(size), frames.get(), now_ns()) {
         // SAFETY: `q` was handed to us just now and to nobody else.
         unsafe { cold_path::dealloc(q.0) };
         return got;
@@ -133,6 +126,14 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32) -> (*mut u8, bool) {
     q
 }
 
+/// The blocks a sample of `size` bytes stands for (the unbiased estimate of
+/// Poisson sampling by bytes): it was sampled with probability
+/// `1 - exp(-size / mean)`.
+fn weight(size: usize) -> f64 {
+    let mean = sampler::mean().max(1);
+    1.0 / -(-(size as f64) / mean as f64).exp_m1()
+}
+
 /// A slot of the profile's slab at `addr` is being freed.
 #[cold]
 #[inline(never)]
@@ -140,13 +141,15 @@ pub(crate) fn freed(addr: usize) {
     table::freed(addr);
 }
 
-/// The wall clock in nanoseconds since the epoch.
+/// The wall clock in nanoseconds since the epoch, to the kernel's tick (a
+/// few ms): the coarse clock is a read of the vDSO page, the precise one
+/// costs a sixth of a sample.
 pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    // SAFETY: `ts` is a valid out-pointer; the clock exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -61,8 +61,7 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
 #[inline]
 pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
     debug_assert!(size <= 1 << sc);
-    crate::hot_path::note_request(size);
-    let (p, fresh) = crate::hot_path::alloc(sc);
+    let (p, fresh) = crate::hot_path::alloc(sc, crate::hot_path::Request::new(size));
     if !fresh && !p.is_null() {
         // SAFETY: the slot holds at least `size` bytes and is naturally
         // aligned; nobody else has it.

@@ -19,13 +19,14 @@ pub use crate::purge::alloc_zeroed_slot;
 pub use crate::sys::page_size;
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
-/// if every slab of `sc` is empty. Null when no slot is left or the
+/// if every slab of `sc` is empty, for a request of `size` bytes (what the
+/// heap profiler counts and records). Null when no slot is left or the
 /// reservation failed. The flag is true when the slot was never handed out
 /// before, so its memory is still zero.
 #[inline(always)]
-pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
+pub fn alloc_slot(sc: u32, size: usize) -> (*mut u8, bool) {
     debug_assert!((MIN_SC..=MAX_SC).contains(&sc));
-    hot_path::alloc(sc)
+    hot_path::alloc(sc, hot_path::Request::new(size))
 }
 
 /// The hot path of allocation alone: for a request of `size` bytes aligned
@@ -36,8 +37,10 @@ pub fn alloc_slot(sc: u32) -> (*mut u8, bool) {
 /// keep its own rules and its failure handling off the hot path.
 #[inline(always)]
 pub fn alloc_hot(size: usize, align: usize) -> Option<*mut u8> {
-    hot_path::note_request(size);
-    hot_path::alloc_hot(crate::layout::private_index_of(size, align))
+    hot_path::alloc_hot(
+        crate::layout::private_index_of(size, align),
+        hot_path::Request::new(size),
+    )
 }
 
 /// Returns a slot to its free list.

@@ -7,7 +7,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::home_slab::profile_words::{FLAGS, LEFT, REQUEST, RNG};
+use crate::home_slab::profile_words::{FLAGS, LEFT, RNG};
 use crate::home_slab::{profile_word, set_profile_word, sub_profile_word};
 
 /// In [`FLAGS`]: the thread is inside the profiler (a sample being taken, a
@@ -31,20 +31,6 @@ static LAST_MEAN: AtomicUsize = AtomicUsize::new(0);
 #[inline(always)]
 pub fn due(bytes: usize) -> bool {
     sub_profile_word::<LEFT>(bytes)
-}
-
-/// Notes the size of the request being served (for the record of a
-/// sample: the countdown and the slot know only the size class).
-#[inline(always)]
-pub fn note_request(size: usize) {
-    set_profile_word::<REQUEST>(size);
-}
-
-/// The size of the request being served, if the note fits a slot of `slot`
-/// bytes (a path that took no note leaves an older request behind).
-pub fn request(slot: usize) -> Option<usize> {
-    let size = profile_word::<REQUEST>();
-    (size <= slot && (size > slot / 2 || slot <= 16)).then_some(size)
 }
 
 /// Sets the mean interval (0: off). Threads notice within their next
@@ -127,43 +113,5 @@ fn draw(mean: usize) -> usize {
     let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
     // Uniform in (0, 1].
     let u = ((r >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    (-ln(u) * mean as f64) as usize + 1
-}
-
-/// The natural logarithm of `u` in (0, 1], to about 1e-7 (`core` has none).
-fn ln(u: f64) -> f64 {
-    let bits = u.to_bits();
-    let exp = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    // u = m * 2^exp, m in [1, 2); ln m = 2 atanh(z), z = (m-1)/(m+1) < 1/3.
-    let m = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
-    let z = (m - 1.0) / (m + 1.0);
-    let z2 = z * z;
-    let series =
-        1.0 + z2 * (1.0 / 3.0 + z2 * (1.0 / 5.0 + z2 * (1.0 / 7.0 + z2 * (1.0 / 9.0 + z2 / 11.0))));
-    2.0 * z * series + exp as f64 * core::f64::consts::LN_2
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ln;
-
-    #[test]
-    fn ln_is_close() {
-        for &u in &[
-            1.0,
-            0.999,
-            0.75,
-            0.5,
-            0.3,
-            1e-3,
-            1e-9,
-            1.0 / (1u64 << 53) as f64,
-        ] {
-            let (want, got) = (std::primitive::f64::ln(u), ln(u));
-            assert!(
-                (want - got).abs() <= 1e-6 * want.abs().max(1.0),
-                "{u}: {want} {got}"
-            );
-        }
-    }
+    (-u.ln() * mean as f64) as usize + 1
 }

@@ -6,9 +6,47 @@
 //! re-entrancy guard keeps out of the profile).
 
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 
+use super::MAX_FRAMES;
 use crate::home_slab::profile_words::STACK_TOP;
 use crate::home_slab::{profile_word, set_profile_word};
+
+/// Room for a stack's return addresses, left unwritten until a walk fills
+/// it (zeroing it would cost a tenth of a sample).
+pub struct Frames {
+    buf: [MaybeUninit<usize>; MAX_FRAMES],
+    len: usize,
+}
+
+impl Frames {
+    /// No frames yet.
+    #[inline(always)]
+    pub fn new() -> Frames {
+        Frames {
+            // SAFETY: an array of `MaybeUninit` needs no initialization.
+            buf: unsafe { MaybeUninit::uninit().assume_init() },
+            len: 0,
+        }
+    }
+
+    /// Adds a frame; false (and nothing added) when full.
+    #[inline(always)]
+    fn push(&mut self, ip: usize) -> bool {
+        let Some(cell) = self.buf.get_mut(self.len) else {
+            return false;
+        };
+        cell.write(ip);
+        self.len += 1;
+        true
+    }
+
+    /// The frames, innermost first.
+    pub fn get(&self) -> &[usize] {
+        // SAFETY: the first `len` cells were written by `push`.
+        unsafe { core::slice::from_raw_parts(self.buf.as_ptr().cast(), self.len) }
+    }
+}
 
 /// How stacks are walked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,10 +57,9 @@ pub enum Unwind {
     Dwarf,
 }
 
-/// Fills `out` with the return addresses of the callers, innermost first;
-/// returns how many.
+/// Fills `out` with the return addresses of the callers, innermost first.
 #[inline(never)]
-pub fn capture(how: Unwind, out: &mut [usize]) -> usize {
+pub fn capture(how: Unwind, out: &mut Frames) {
     match how {
         Unwind::FramePointers => frame_pointers(out),
         Unwind::Dwarf => dwarf(out),
@@ -52,7 +89,7 @@ fn stack_top() -> usize {
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn frame_pointers(out: &mut [usize]) -> usize {
+fn frame_pointers(out: &mut Frames) {
     let (fp, sp): (usize, usize);
     // SAFETY: reads two registers.
     unsafe {
@@ -65,30 +102,21 @@ fn frame_pointers(out: &mut [usize]) -> usize {
     }
     let top = stack_top();
     let mut fp = fp;
-    let mut n = 0;
     // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
     // Only addresses between our stack pointer and the stack's top are read,
     // and the chain must climb, so the walk ends and never faults.
-    while n < out.len() && fp >= sp && fp.saturating_add(16) <= top && fp % 8 == 0 {
+    while fp >= sp && fp.saturating_add(16) <= top && fp % 8 == 0 {
         // SAFETY: inside this thread's live stack (checked above).
         let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
-        if ret == 0 {
-            break;
-        }
-        out[n] = ret;
-        n += 1;
-        if next <= fp {
+        if ret == 0 || !out.push(ret) || next <= fp {
             break;
         }
         fp = next;
     }
-    n
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn frame_pointers(_: &mut [usize]) -> usize {
-    0
-}
+fn frame_pointers(_: &mut Frames) {}
 
 /// libgcc's unwinder interface (part of every Linux process that links
 /// libgcc_s, as Rust's standard library does).
@@ -109,8 +137,7 @@ const CONTINUE: i32 = 0;
 const STOP: i32 = 5;
 
 struct Walk<'a> {
-    out: &'a mut [usize],
-    n: usize,
+    out: &'a mut Frames,
     skip: usize,
 }
 
@@ -126,18 +153,12 @@ extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> i32 {
         w.skip -= 1;
         return CONTINUE;
     }
-    w.out[w.n] = ip;
-    w.n += 1;
-    if w.n == w.out.len() { STOP } else { CONTINUE }
+    if w.out.push(ip) { CONTINUE } else { STOP }
 }
 
-fn dwarf(out: &mut [usize]) -> usize {
-    if out.is_empty() {
-        return 0;
-    }
+fn dwarf(out: &mut Frames) {
     // The first frame is this function's own.
-    let mut w = Walk { out, n: 0, skip: 1 };
+    let mut w = Walk { out, skip: 1 };
     // SAFETY: `step` only writes inside `w`, which outlives the call.
     unsafe { _Unwind_Backtrace(step, core::ptr::from_mut(&mut w).cast()) };
-    w.n
 }

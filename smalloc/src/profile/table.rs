@@ -201,8 +201,12 @@ pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> 
     e.alloc_ns.store(now, Ordering::Relaxed);
     // Release: a snapshot that sees the stack sees the fields.
     e.stack.store(i as u32 + 1, Ordering::Release);
-    // Relaxed: only bounds a snapshot's scan.
-    SEEN[sc as usize].fetch_max(n as u32 + 1, Ordering::Relaxed);
+    // Relaxed: only bounds a snapshot's scan (a plain load first: the bound
+    // rarely moves).
+    let seen = &SEEN[sc as usize];
+    if seen.load(Ordering::Relaxed) <= n as u32 {
+        seen.fetch_max(n as u32 + 1, Ordering::Relaxed);
+    }
     true
 }
 
