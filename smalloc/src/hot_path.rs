@@ -228,7 +228,7 @@ pub fn alloc_hot(index: usize, req: Request) -> Option<*mut u8> {
     debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
     #[cfg(feature = "profile")]
     if crate::profile::due(req.size) {
-        return Some(crate::profile::sample((p, false), index as u32 + 1, req.size).0);
+        return Some(crate::profile::sample_hot(p, req.size));
     }
     #[cfg(not(feature = "profile"))]
     let _ = req;

@@ -134,6 +134,15 @@ fn weight(size: usize) -> f64 {
     1.0 / -(-(size as f64) / mean as f64).exp_m1()
 }
 
+/// [`sample`] from the hot path: `p` came off a private list of the
+/// request's own size class (reused memory). Out of line and with few
+/// arguments, so the hot path carries as little code for it as can be.
+#[cold]
+#[inline(never)]
+pub(crate) fn sample_hot(p: *mut u8, size: usize) -> *mut u8 {
+    sample((p, false), crate::layout::sc_of(p.addr()), size).0
+}
+
 /// A slot of the profile's slab at `addr` is being freed.
 #[cold]
 #[inline(never)]
