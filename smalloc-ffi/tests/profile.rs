@@ -112,6 +112,9 @@ fn two_sites_within_the_bound_with_either_unwinder_and_every_output() {
             b / mib
         );
         assert_eq!(site_bytes(&text, "site_freed"), 0.0, "freed: not live");
+        // The big block (sampled for sure at its size) once: the freed one
+        // left the live profile, also after its move by realloc.
+        assert_eq!(site_bytes(&text, "site_big"), (3u64 << 30) as f64 + 1.0);
         assert!(fs::read_to_string(&svg).unwrap().contains("<svg"));
         let (names, p) = pprof_functions(&pb);
         assert!(

@@ -34,6 +34,8 @@ fn note(len: usize, made: bool) {
 /// Unmaps a whole big mapping `[p, p + len)` made by [`map_block`] (or
 /// resized by [`remap_block`]).
 pub fn unmap_block(p: *mut u8, len: usize) {
+    #[cfg(feature = "profile")]
+    crate::profile::big_unmapped(p);
     sys::unmap(p, len);
     note(len, false);
 }
@@ -51,6 +53,8 @@ pub fn shrink_block(p: *mut u8, old: usize, new: usize) {
 pub fn remap_block(p: *mut u8, old: usize, new: usize, may_move: bool) -> Option<*mut u8> {
     let q = sys::remap(p, old, new, may_move)?;
     BYTES.fetch_add(new.wrapping_sub(old), Ordering::Relaxed);
+    #[cfg(feature = "profile")]
+    crate::profile::big_moved(p, q);
     Some(q)
 }
 
@@ -82,8 +86,16 @@ pub struct Mapped {
 /// Maps room for a block of `size` bytes at a multiple of `align` (a power
 /// of two) with at least `below` bytes of the mapping before it (a front
 /// end's header; 0 for none). `None` when the OS refuses or a size
-/// overflows.
+/// overflows. The heap profiler (the `profile` feature) counts the request.
 pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
+    let m = map_new(size, align, below)?;
+    #[cfg(feature = "profile")]
+    crate::profile::big_mapped(m.start, size);
+    Some(m)
+}
+
+/// The mapping of [`map_block`].
+fn map_new(size: usize, align: usize, below: usize) -> Option<Mapped> {
     let page = sys::page_size();
     if align <= page {
         let offset = below.checked_add(align - 1)? & !(align - 1);

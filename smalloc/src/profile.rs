@@ -22,7 +22,7 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use output::{Kind, Profile, SampleOut, StackOut, Totals};
 pub use stack::Unwind;
-pub use table::{MAP_SLOTS, MAX_FRAMES, STACKS};
+pub use table::{BIG_SLOTS, MAP_SLOTS, MAX_FRAMES, STACKS};
 
 use crate::{cold_path, counters, hot_path};
 
@@ -91,7 +91,7 @@ pub(crate) fn due(bytes: usize) -> bool {
 #[inline(never)]
 pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bool) {
     // Re-armed first, whatever follows: the count has wrapped.
-    let take = sampler::rearm();
+    let take = sampler::rearm(size);
     if got.0.is_null() || !take {
         return got;
     }
@@ -101,6 +101,47 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bo
         return got;
     };
     counters::alloc(q.0);
+    let frames = walk();
+    if !table::add(q.0.addr(), size, weight(size), frames.get(), now_ns()) {
+        // SAFETY: `q` was handed to us just now and to nobody else.
+        unsafe { cold_path::dealloc(q.0) };
+        return got;
+    }
+    // SAFETY: as for `q`.
+    unsafe { hot_path::dealloc(got.0) };
+    after_sample();
+    q
+}
+
+/// A big block (its own mapping, at `start`) was mapped for a request of
+/// `size` bytes: counted towards the next sample, and sampled when due. Its
+/// free is known by its address ([`big_unmapped`]).
+#[inline]
+pub(crate) fn big_mapped(start: *mut u8, size: usize) {
+    if !due(size) || !sampler::rearm(size) {
+        return;
+    }
+    let _inside = sampler::Inside::enter();
+    let frames = walk();
+    if table::add_big(start.addr(), size, weight(size), frames.get(), now_ns()) {
+        after_sample();
+    }
+}
+
+/// The big block mapped at `start` is being unmapped.
+#[inline]
+pub(crate) fn big_unmapped(start: *mut u8) {
+    table::big_freed(start.addr());
+}
+
+/// The big block mapped at `from` moved to `to`.
+#[inline]
+pub(crate) fn big_moved(from: *mut u8, to: *mut u8) {
+    table::big_moved(from.addr(), to.addr());
+}
+
+/// The calling thread's stack, walked as configured.
+fn walk() -> stack::Frames {
     // Relaxed: a setting.
     let how = if DWARF.load(Ordering::Relaxed) {
         Unwind::Dwarf
@@ -109,13 +150,11 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bo
     };
     let mut frames = stack::Frames::new();
     stack::capture(how, &mut frames);
-    if !table::add(q.0.addr(), size, weight(size), frames.get(), now_ns()) {
-        // SAFETY: `q` was handed to us just now and to nobody else.
-        unsafe { cold_path::dealloc(q.0) };
-        return got;
-    }
-    // SAFETY: as for `q`.
-    unsafe { hot_path::dealloc(got.0) };
+    frames
+}
+
+/// Calls the sample hook, if one is set.
+fn after_sample() {
     // Acquire: pairs with `set_sample_hook`.
     let hook = HOOK.load(Ordering::Acquire);
     if hook != 0 {
@@ -123,7 +162,6 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bo
         let hook: fn() = unsafe { core::mem::transmute::<usize, fn()>(hook) };
         hook();
     }
-    q
 }
 
 /// The blocks a sample of `size` bytes stands for (the unbiased estimate of

@@ -2,10 +2,12 @@
 //! estimates per call site lie within a stated statistical bound, freed
 //! samples leave the live profile, the outputs (folded, SVG, pprof) are
 //! well formed and the pprof output decodes, a full table is reported,
-//! and sampling under many threads with cross-thread frees stays
+//! big blocks (their own mappings) are sampled and leave the profile when
+//! freed, and sampling under many threads with cross-thread frees stays
 //! consistent. Without the feature this file is empty.
 #![cfg(feature = "profile")]
 
+use std::alloc::Layout;
 use std::collections::HashSet;
 use std::hint::black_box;
 use std::io::Read;
@@ -262,6 +264,63 @@ fn a_full_stack_table_is_reported() {
     let folded = p.folded(Kind::Allocated);
     assert!(folded.lines().next().unwrap().contains("samples lost"));
     drop(v);
+}
+
+#[inline(never)]
+fn site_big(layout: Layout) -> *mut u8 {
+    // SAFETY: a non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) };
+    // Work after the call: no tail call, so this frame is on the stack.
+    black_box(p.wrapping_add(black_box(0)))
+}
+
+/// The live samples of at least `size` bytes.
+fn big_samples(size: usize) -> Vec<smalloc::profile::SampleOut> {
+    Profile::snapshot()
+        .live
+        .into_iter()
+        .filter(|s| s.size >= size)
+        .collect()
+}
+
+#[test]
+fn big_blocks_are_sampled_moved_and_freed() {
+    assert!(profile::start(profile::DEFAULT_MEAN, Unwind::Dwarf));
+    // Above the largest slot (2 GiB): a mapping of its own, never touched.
+    let big = (3 << 30) + 12345;
+    let layout = Layout::from_size_align(big, 8).unwrap();
+    let p = site_big(layout);
+    assert!(!p.is_null());
+    let live = big_samples(big);
+    assert_eq!(live.len(), 1, "{live:?}");
+    // Sampled with probability 1 - exp(-6144): it stands for one block.
+    assert_eq!(live[0].size, big);
+    assert!((live[0].count - 1.0).abs() < 1e-9, "{}", live[0].count);
+    let p_ = Profile::snapshot();
+    let folded = p_.folded(Kind::Live);
+    let line = folded
+        .lines()
+        .find(|l| l.contains("site_big"))
+        .unwrap_or_else(|| panic!("{folded}"));
+    assert!(line.ends_with(&format!(" {big}")), "{line}");
+    // Grown by mremap (the mapping may move): the sample follows it.
+    // SAFETY: `p` is live with `layout`.
+    let q = unsafe { std::alloc::realloc(p, layout, big + (1 << 30)) };
+    assert!(!q.is_null());
+    assert_eq!(big_samples(big).len(), 1);
+    // SAFETY: `q` is live with the new size.
+    unsafe { std::alloc::dealloc(q, Layout::from_size_align(big + (1 << 30), 8).unwrap()) };
+    assert!(big_samples(big).is_empty());
+    // Mapped again at the same address, not sampled this time (the
+    // profile is stopped): a freed entry does not come back.
+    profile::stop();
+    let r = site_big(layout);
+    assert!(big_samples(big).is_empty());
+    // SAFETY: `r` is live with `layout`.
+    unsafe { std::alloc::dealloc(r, layout) };
+    let p_ = Profile::snapshot();
+    assert!(p_.folded(Kind::Allocated).contains("site_big"));
+    assert!(!p_.folded(Kind::Live).contains("site_big"));
 }
 
 #[test]

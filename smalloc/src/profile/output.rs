@@ -276,8 +276,10 @@ impl Symbols {
     /// the allocator's own frames at the innermost end dropped.
     pub(super) fn stack(&mut self, frames: &[usize]) -> Vec<String> {
         let mut inner_first: Vec<String> = Vec::new();
-        for &ip in &frames[allocator_frames(self, frames)..] {
-            inner_first.extend(self.names(ip).iter().cloned());
+        let cut = allocator_cut(self, frames);
+        for (i, &ip) in frames.iter().enumerate().skip(cut.frames) {
+            let skip = if i == cut.frames { cut.names } else { 0 };
+            inner_first.extend(self.names(ip)[skip..].iter().cloned());
         }
         inner_first.reverse();
         inner_first
@@ -325,17 +327,44 @@ fn is_entry(name: &str) -> bool {
     ENTRIES.iter().any(|p| name.starts_with(p))
 }
 
-/// How many of the innermost `frames` are the allocator's: up to and
-/// including the outermost entry point among the first [`ENTRY_DEPTH`]
-/// (0 if none is found).
-/// Frames inside the preloaded library count too (its entry points may
-/// have tail-called out of the stack).
-pub(super) fn allocator_frames(names: &mut Symbols, frames: &[usize]) -> usize {
+/// Where the allocator's own part of a stack (innermost first) ends: its
+/// first `frames` frames, and the first `names` of the next frame's names
+/// (functions inlined into it, innermost first; an entry point such as
+/// `alloc::alloc::alloc` inlined into the program's function leaves that
+/// function in the stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Cut {
+    pub frames: usize,
+    pub names: usize,
+}
+
+/// The allocator's part of `frames`: up to and including the outermost
+/// entry point among the first [`ENTRY_DEPTH`] frames (nothing if none is
+/// found). Frames inside the preloaded library count too (its entry points
+/// may have tail-called out of the stack).
+pub(super) fn allocator_cut(names: &mut Symbols, frames: &[usize]) -> Cut {
     let depth = frames.len().min(ENTRY_DEPTH);
     let by_name = (0..depth)
         .rev()
-        .find(|&i| names.names(frames[i]).iter().any(|n| is_entry(n)))
-        .map_or(0, |i| i + 1);
+        .find_map(|i| {
+            let n = names.names(frames[i]);
+            let j = n.iter().rposition(|n| is_entry(n))?;
+            Some(if j + 1 == n.len() {
+                Cut {
+                    frames: i + 1,
+                    names: 0,
+                }
+            } else {
+                Cut {
+                    frames: i,
+                    names: j + 1,
+                }
+            })
+        })
+        .unwrap_or(Cut {
+            frames: 0,
+            names: 0,
+        });
     let by_place = match *names.library.get_or_insert_with(own_library) {
         Some((lo, hi)) => frames
             .iter()
@@ -343,5 +372,8 @@ pub(super) fn allocator_frames(names: &mut Symbols, frames: &[usize]) -> usize {
             .count(),
         None => 0,
     };
-    by_name.max(by_place)
+    by_name.max(Cut {
+        frames: by_place,
+        names: 0,
+    })
 }

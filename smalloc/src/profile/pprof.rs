@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use prost::Message;
 
-use super::output::{Profile, Symbols, allocator_frames};
+use super::output::{Profile, Symbols, allocator_cut};
 
 /// pprof's `Profile` message (the fields smalloc fills).
 #[derive(Clone, PartialEq, Message)]
@@ -201,15 +201,17 @@ pub(super) fn build(p: &Profile, names: &mut Symbols) -> PProfile {
     let mapping = mappings(&mut strings);
     let mut functions: HashMap<String, u64> = HashMap::new();
     let mut function = Vec::new();
-    let mut locations: HashMap<usize, u64> = HashMap::new();
+    // By return address and the inlined names the allocator's cut drops.
+    let mut locations: HashMap<(usize, usize), u64> = HashMap::new();
     let mut location = Vec::new();
     let mut sample = Vec::new();
     for s in &p.stacks {
         let mut ids = Vec::new();
-        let own = allocator_frames(names, &s.frames);
-        for &ip in &s.frames[own..] {
-            let frame_names = names.names(ip).to_vec();
-            let id = *locations.entry(ip).or_insert_with(|| {
+        let cut = allocator_cut(names, &s.frames);
+        for (i, &ip) in s.frames.iter().enumerate().skip(cut.frames) {
+            let skip = if i == cut.frames { cut.names } else { 0 };
+            let frame_names = names.names(ip)[skip..].to_vec();
+            let id = *locations.entry((ip, skip)).or_insert_with(|| {
                 let line = frame_names
                     .iter()
                     .map(|n| {

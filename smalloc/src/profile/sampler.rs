@@ -58,21 +58,28 @@ pub fn last_mean() -> usize {
     LAST_MEAN.load(Ordering::Relaxed)
 }
 
-/// The countdown went below zero: whether to take a sample now. Draws the
-/// next countdown either way; a thread's first countdown (from the zero it
-/// starts with, or from a start) is drawn without a sample.
-pub fn rearm() -> bool {
+/// The countdown went below zero during an allocation of `size` bytes:
+/// whether to sample it. Draws the next countdown either way. A countdown
+/// that was not drawn (the zero a thread starts with, or what was left when
+/// sampling was off) says nothing: a first one is drawn, and the allocation
+/// is sampled only if it reaches past it.
+pub fn rearm(size: usize) -> bool {
     let mean = mean();
+    let flags = profile_word::<FLAGS>();
     if mean == 0 {
+        set_profile_word::<FLAGS>(flags & !ARMED);
         set_profile_word::<LEFT>(RECHECK);
         return false;
     }
-    set_profile_word::<LEFT>(draw(mean));
-    let flags = profile_word::<FLAGS>();
     if flags & ARMED == 0 {
         set_profile_word::<FLAGS>(flags | ARMED);
-        return false;
+        let left = draw(mean);
+        if left > size {
+            set_profile_word::<LEFT>(left - size);
+            return false;
+        }
     }
+    set_profile_word::<LEFT>(draw(mean));
     flags & INSIDE == 0
 }
 

@@ -8,11 +8,13 @@
 //!   the program runs;
 //! * the live map: one entry per slot of the profile's slab (indexed by
 //!   size class and slot number), written when the slot is handed out as a
-//!   sample and cleared by its free. The live profile is what it holds.
+//!   sample and cleared by its free; and, for big blocks (their own
+//!   mappings, which have no slot number), a small table of entries keyed
+//!   by the mapping's address. The live profile is what they hold.
 //!
-//! A sample whose stack finds no room, or whose slot number is beyond the
-//! map's width, is lost (counted, and the profile says so); the allocation
-//! itself is served as usual.
+//! A sample whose stack finds no room, whose slot number is beyond the
+//! map's width, or whose big block finds no free entry, is lost (counted,
+//! and the profile says so); the allocation itself is served as usual.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -28,6 +30,8 @@ const PROBES: usize = 32;
 /// Sampled slots per size class the live map can tell apart (slot numbers
 /// below this).
 pub const MAP_SLOTS: usize = 1 << 18;
+/// Live big blocks the profile can hold at once.
+pub const BIG_SLOTS: usize = 1024;
 /// Fixed-point scale of estimated counts.
 const ONE: f64 = 65536.0;
 
@@ -61,11 +65,63 @@ struct Live {
     alloc_ns: AtomicU64,
 }
 
+impl Live {
+    /// Makes the entry a live sample of stack `i` (the caller owns the
+    /// entry until it clears it).
+    fn write(&self, i: usize, size: usize, count: u64, now: u64) {
+        // Relaxed: published by `stack`.
+        self.size.store(size, Ordering::Relaxed);
+        self.count.store(count, Ordering::Relaxed);
+        self.alloc_ns.store(now, Ordering::Relaxed);
+        // Release: a snapshot that sees the stack sees the fields.
+        self.stack.store(i as u32 + 1, Ordering::Release);
+    }
+
+    /// The entry as a snapshot reads it, if it is a live sample.
+    fn read(&self) -> Option<LiveRead> {
+        // Acquire: pairs with `write`'s Release.
+        let stack = self.stack.load(Ordering::Acquire);
+        if stack == 0 {
+            return None;
+        }
+        // Relaxed: published by `stack`.
+        let read = LiveRead {
+            stack: stack as usize - 1,
+            size: self.size.load(Ordering::Relaxed),
+            count: self.count.load(Ordering::Relaxed) as f64 / ONE,
+            alloc_ns: self.alloc_ns.load(Ordering::Relaxed),
+        };
+        // Freed (or freed and sampled again) meanwhile: skipped, or read
+        // again next time. Acquire: as above.
+        (self.stack.load(Ordering::Acquire) == stack).then_some(read)
+    }
+}
+
+/// A live big block's entry: the mapping's address (0: free) and its
+/// sample.
+struct Big {
+    start: AtomicUsize,
+    live: Live,
+}
+
 /// The stack table, the live map, the highest slot number + 1 the map has
-/// seen per size class, the samples lost.
+/// seen per size class, the big blocks' entries and how many are taken,
+/// the samples lost.
 static STACK_TABLE: AtomicUsize = AtomicUsize::new(0);
 static MAP: AtomicUsize = AtomicUsize::new(0);
 static SEEN: [AtomicU32; NUM_SCS] = [const { AtomicU32::new(0) }; NUM_SCS];
+static BIG: [Big; BIG_SLOTS] = [const {
+    Big {
+        start: AtomicUsize::new(0),
+        live: Live {
+            stack: AtomicU32::new(0),
+            size: AtomicUsize::new(0),
+            count: AtomicU64::new(0),
+            alloc_ns: AtomicU64::new(0),
+        },
+    }
+}; BIG_SLOTS];
+static BIG_TAKEN: AtomicUsize = AtomicUsize::new(0);
 static LOST: AtomicU64 = AtomicU64::new(0);
 
 /// Maps the table and the map if not yet done; false if the OS refused.
@@ -177,15 +233,14 @@ fn intern(frames: &[usize]) -> Option<usize> {
     None
 }
 
-/// Records a sample of the slot at `addr` (`size` bytes, standing for
-/// `count` blocks), taken with the stack `frames`: false (and the sample
-/// counted lost) when its stack finds no room or the map cannot hold the
-/// slot.
-pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
-    let frames = &frames[..frames.len().min(MAX_FRAMES)];
-    let (Some((sc, n)), Some(i)) = (place(addr), intern(frames)) else {
+/// A sample of `size` bytes standing for `count` blocks, taken with the
+/// stack `frames`: added to its stack's totals; the stack's index and the
+/// count in fixed point, or `None` (the sample counted lost) when its stack
+/// finds no room.
+fn account(frames: &[usize], size: usize, count: f64) -> Option<(usize, u64)> {
+    let Some(i) = intern(&frames[..frames.len().min(MAX_FRAMES)]) else {
         lose();
-        return false;
+        return None;
     };
     let s = stack(i);
     let fixed = (count * ONE) as u64;
@@ -194,13 +249,22 @@ pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> 
     s.count.fetch_add(fixed, Ordering::Relaxed);
     s.bytes
         .fetch_add((size as f64 * count) as u64, Ordering::Relaxed);
-    let e = live(sc, n);
-    // Relaxed: the slot is ours until it is freed; published by `stack`.
-    e.size.store(size, Ordering::Relaxed);
-    e.count.store(fixed, Ordering::Relaxed);
-    e.alloc_ns.store(now, Ordering::Relaxed);
-    // Release: a snapshot that sees the stack sees the fields.
-    e.stack.store(i as u32 + 1, Ordering::Release);
+    Some((i, fixed))
+}
+
+/// Records a sample of the slot at `addr` (`size` bytes, standing for
+/// `count` blocks), taken with the stack `frames`: false (and the sample
+/// counted lost) when its stack finds no room or the map cannot hold the
+/// slot.
+pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
+    let Some((sc, n)) = place(addr) else {
+        lose();
+        return false;
+    };
+    let Some((i, fixed)) = account(frames, size, count) else {
+        return false;
+    };
+    live(sc, n).write(i, size, fixed, now);
     // Relaxed: only bounds a snapshot's scan (a plain load first: the bound
     // rarely moves).
     let seen = &SEEN[sc as usize];
@@ -214,8 +278,70 @@ pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> 
 pub fn freed(addr: usize) {
     if let Some((sc, n)) = place(addr) {
         // Relaxed: the program orders this free after the allocation that
-        // wrote the entry; a snapshot rechecks the entry (see `for_each_live`).
+        // wrote the entry; a snapshot rechecks the entry (`Live::read`).
         live(sc, n).stack.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Records a sample of the big block mapped at `start` (as [`add`]):
+/// false (and the sample counted lost) when its stack finds no room or
+/// every big entry is taken.
+pub fn add_big(start: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
+    debug_assert!(start != 0);
+    // Acquire: the entry's last user cleared it before its Release (see
+    // `big_freed`).
+    let Some(e) = BIG.iter().find(|e| {
+        e.start.load(Ordering::Relaxed) == 0
+            && e.start
+                .compare_exchange(0, start, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }) else {
+        lose();
+        return false;
+    };
+    let Some((i, fixed)) = account(frames, size, count) else {
+        // Release: as in `big_freed`.
+        e.start.store(0, Ordering::Release);
+        return false;
+    };
+    e.live.write(i, size, fixed, now);
+    // Relaxed: only tells `big_freed` whether to look.
+    BIG_TAKEN.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// The big block mapped at `start` is being unmapped: if it is a live
+/// sample, it leaves the live profile. A scan of the big entries, and only
+/// while some are taken: a big block's free is an `munmap` anyway.
+pub fn big_freed(start: usize) {
+    // Relaxed: the program orders this free after the allocation that took
+    // the entry, on this thread or with its own synchronization.
+    if BIG_TAKEN.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if let Some(e) = BIG
+        .iter()
+        .find(|e| e.start.load(Ordering::Relaxed) == start)
+    {
+        // Relaxed: a snapshot rechecks the entry (`Live::read`).
+        e.live.stack.store(0, Ordering::Relaxed);
+        // Release: the next user of the entry sees it cleared.
+        e.start.store(0, Ordering::Release);
+        // Relaxed: as in `add_big`.
+        BIG_TAKEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The big block mapped at `from` moved to `to` (`mremap`): its entry, if
+/// it has one, follows it.
+pub fn big_moved(from: usize, to: usize) {
+    // Relaxed: as in `big_freed`.
+    if from == to || BIG_TAKEN.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if let Some(e) = BIG.iter().find(|e| e.start.load(Ordering::Relaxed) == from) {
+        // Relaxed: only this block's owner looks the entry up by address.
+        e.start.store(to, Ordering::Relaxed);
     }
 }
 
@@ -285,24 +411,14 @@ pub fn for_each_live(mut f: impl FnMut(&LiveRead)) {
     for (sc, seen) in SEEN.iter().enumerate() {
         // Relaxed: see `add`.
         for n in 0..seen.load(Ordering::Relaxed) as usize {
-            let e = live(sc as u32, n);
-            // Acquire: pairs with `add`'s Release.
-            let stack = e.stack.load(Ordering::Acquire);
-            if stack == 0 {
-                continue;
-            }
-            // Relaxed: published by `stack`.
-            let read = LiveRead {
-                stack: stack as usize - 1,
-                size: e.size.load(Ordering::Relaxed),
-                count: e.count.load(Ordering::Relaxed) as f64 / ONE,
-                alloc_ns: e.alloc_ns.load(Ordering::Relaxed),
-            };
-            // Freed (or freed and sampled again) meanwhile: skipped, or
-            // read again next time. Acquire: as above.
-            if e.stack.load(Ordering::Acquire) == stack {
+            if let Some(read) = live(sc as u32, n).read() {
                 f(&read);
             }
+        }
+    }
+    for e in &BIG {
+        if let Some(read) = e.live.read() {
+            f(&read);
         }
     }
 }
