@@ -169,6 +169,10 @@ fn after_sample() {
 /// `1 - exp(-size / mean)`.
 fn weight(size: usize) -> f64 {
     let mean = sampler::mean().max(1);
+    if size / 40 >= mean {
+        // exp(-40) is below f64's precision next to 1.
+        return 1.0;
+    }
     1.0 / -(-(size as f64) / mean as f64).exp_m1()
 }
 
