@@ -198,6 +198,25 @@ unsafe extern "C" {
     fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
 }
 
+// Every other reader of the environment in the shared library goes through
+// `secure_getenv` too: the link of libsmalloc.so wraps `getenv`
+// (`-Wl,--wrap=getenv`, build.rs), so the standard library's own readers
+// (`RUST_BACKTRACE` on a panic, `RUST_MIN_STACK` for a thread) call
+// `__wrap_getenv`, defined here, hidden (not exported), as a jump to
+// `secure_getenv`; the library imports no plain `getenv`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+core::arch::global_asm!(
+    ".pushsection .text.__wrap_getenv,\"ax\",@progbits",
+    ".globl __wrap_getenv",
+    ".hidden __wrap_getenv",
+    ".type __wrap_getenv,@function",
+    "__wrap_getenv:",
+    "jmp {f}@PLT",
+    ".size __wrap_getenv, . - __wrap_getenv",
+    ".popsection",
+    f = sym secure_getenv,
+);
+
 /// The environment variable `name`, if set, with `secure_getenv`'s rule:
 /// never in secure-execution mode (a setuid or setgid program, one with
 /// file capabilities), so that a library installed system-wide cannot be
