@@ -5,7 +5,7 @@
 //! do). A slot of `s` bytes is then sampled with probability
 //! `1 - exp(-s / mean)`, whatever came before it.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::home_slab::profile_words::{FLAGS, LEFT, RNG};
 use crate::home_slab::{profile_word, set_profile_word, sub_profile_word};
@@ -25,6 +25,9 @@ const RECHECK: usize = 1 << 20;
 static MEAN: AtomicUsize = AtomicUsize::new(0);
 /// The mean of the last start.
 static LAST_MEAN: AtomicUsize = AtomicUsize::new(0);
+/// `1.0 / mean` of the last start, as `f64` bits (a sample's weight
+/// multiplies by it instead of dividing).
+static INVERSE_MEAN: AtomicU64 = AtomicU64::new(0);
 
 /// Counts `bytes` down; true when the count went below zero (the caller
 /// then calls [`super::sample`], which draws the next count).
@@ -41,6 +44,7 @@ pub fn set_mean(mean: usize) {
     if mean != 0 {
         // Relaxed: as above.
         LAST_MEAN.store(mean, Ordering::Relaxed);
+        INVERSE_MEAN.store((1.0 / mean as f64).to_bits(), Ordering::Relaxed);
     }
     set_profile_word::<LEFT>(0);
     set_profile_word::<FLAGS>(profile_word::<FLAGS>() & !ARMED);
@@ -50,6 +54,12 @@ pub fn set_mean(mean: usize) {
 pub fn mean() -> usize {
     // Relaxed: as in `set_mean`.
     MEAN.load(Ordering::Relaxed)
+}
+
+/// `1.0 / mean` of the last start (0 before any).
+pub fn inverse_mean() -> f64 {
+    // Relaxed: as in `set_mean`.
+    f64::from_bits(INVERSE_MEAN.load(Ordering::Relaxed))
 }
 
 /// The mean interval of the last start (0: never started).
