@@ -21,10 +21,11 @@
 use core::sync::atomic::Ordering;
 
 use crate::counters::{self, Event};
-use crate::free_list::{self, LinkStore, Pop};
+use crate::free_list::{self, Pop};
 use crate::home_slab::{self, is_owner, occupancy};
 use crate::hot_path::{
-    RegionLinks, Request, flh, fresh_run, large_count, large_head, link_cell, private_head, tail,
+    RegionLinks, Request, SharedLinks, SlotLink, flh, follow_link, fresh_run, large_count,
+    large_head, private_head, tail,
 };
 use crate::layout::{self, LARGE_SC, MAX_SC, THREAD_SLABS};
 use crate::{ownership, private_list, purge, reservation, sys};
@@ -38,6 +39,10 @@ type Got = (*mut u8, bool);
 #[inline(always)]
 fn counted(got: Got, sc: u32, req: Request) -> Got {
     counters::alloc(got.0);
+    #[cfg(feature = "secure")]
+    if !got.1 && !got.0.is_null() {
+        crate::secure::handed_out(got.0.addr());
+    }
     #[cfg(feature = "profile")]
     if !got.0.is_null() && crate::profile::due(req.size) {
         return crate::profile::sample(got, sc, req.size);
@@ -203,16 +208,19 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
         if occupancy::shared(layout::slab_of(slab_addr)) {
             // Threads without a slab of their own live here and allocate
             // from this list too: take one slot, not their supply.
-            if let Pop::Slot(link) = free_list::pop(flh, &links) {
+            let shared = SharedLinks {
+                region: links.region,
+            };
+            if let Pop::Slot(link) = free_list::pop(flh, &shared) {
                 return Some(slot(slab_addr, sc, link, false));
             }
         }
         let first = free_list::take_all(flh);
         if first != 0 {
             counters::count(Event::TakeShared, slab_addr);
-            // SAFETY: we own the chain we took; its links were released by
-            // its pushes and acquired by `take_all`.
-            let next = unsafe { links.load_link(first) };
+            // We own the chain we took; its links were released by its
+            // pushes and acquired by `take_all`.
+            let next = follow_link(layout::slot_of_link(links.region, first));
             private_list::HeadCell::set(head, next);
             return Some(slot(slab_addr, sc, first, false));
         }
@@ -317,7 +325,7 @@ const PUSH_COLLISION_RETRIES: u32 = 2;
 /// that do not own the slab and for large slots.
 fn shared_alloc(base: usize, slab: usize, sc: u32) -> Got {
     let addr = layout::slab_addr(base, slab);
-    let links = RegionLinks {
+    let links = SharedLinks {
         region: layout::region_addr(addr, sc),
     };
     let mut retries = 0;
@@ -496,7 +504,7 @@ fn try_shared(slab_addr: usize, sc: u32) -> Option<Got> {
     if flh.load(Ordering::Relaxed) as u32 == 0 {
         return None;
     }
-    let links = RegionLinks {
+    let links = SharedLinks {
         region: layout::region_addr(slab_addr, sc),
     };
     match free_list::pop(flh, &links) {
@@ -511,7 +519,7 @@ fn try_shared(slab_addr: usize, sc: u32) -> Option<Got> {
 /// slot. `None` with `collided` set when a pop collided.
 fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Got> {
     let addr = layout::slab_addr(base, s);
-    let links = RegionLinks {
+    let links = SharedLinks {
         region: layout::region_addr(addr, sc),
     };
     match free_list::pop(flh(addr, sc), &links) {
@@ -616,6 +624,8 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
 pub unsafe fn dealloc(p: *mut u8) {
     let addr = p.addr();
     let sc = layout::sc_of(addr);
+    #[cfg(feature = "secure")]
+    crate::secure::check_free(addr, sc);
     debug_assert!(
         (layout::MIN_SC..=MAX_SC).contains(&sc),
         "not a slot: {addr:#x}"
@@ -639,7 +649,7 @@ pub unsafe fn dealloc(p: *mut u8) {
                 unsafe {
                     private_list::push(
                         large_head(block, sc),
-                        link_cell(addr),
+                        &SlotLink(addr),
                         layout::link_of(addr),
                     )
                 };
@@ -656,7 +666,7 @@ pub unsafe fn dealloc(p: *mut u8) {
     unsafe {
         free_list::push(
             flh(layout::slab_addr_of(addr), sc),
-            link_cell(addr),
+            &SlotLink(addr),
             layout::link_of(addr),
         );
     }

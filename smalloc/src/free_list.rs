@@ -44,6 +44,11 @@ pub const COUNTER_ONE: u64 = if cfg!(smalloc_no_push_counter) {
 /// Mask of the push counter in the flh word.
 pub const COUNTER_MASK: u64 = !0xffff_ffff;
 
+/// What a checked [`LinkStore`] reads from a free slot whose link fails its
+/// check (the secure mode). Never a link: slot numbers have at most
+/// [`MAX_SLOT_NUM_BITS`](crate::layout::MAX_SLOT_NUM_BITS) bits.
+pub const BAD_LINK: u32 = u32::MAX;
+
 /// A 64-bit atomic cell holding an flh.
 pub trait FlhCell {
     /// Atomic load.
@@ -96,6 +101,10 @@ impl LinkCell for core::sync::atomic::AtomicU32 {
 /// Where the links of free slots are read from: the first four bytes of
 /// each slot in the allocator, an array in model-checking tests.
 pub trait LinkStore {
+    /// Whether [`load_link`](Self::load_link) checks what it reads and may
+    /// return [`BAD_LINK`] (the secure mode).
+    const CHECKED: bool = false;
+
     /// Reads the link stored in the slot named by `link` (non-zero).
     ///
     /// # Safety
@@ -103,6 +112,12 @@ pub trait LinkStore {
     /// meanwhile belong to someone else (a stale read); the value is then
     /// garbage and the caller's compare-and-swap fails.
     unsafe fn load_link(&self, link: u32) -> u32;
+
+    /// The free slot named by `link` holds a link that fails its check:
+    /// stops the program. Only a checked store reports it.
+    fn corrupt(&self, link: u32) -> ! {
+        panic!("corrupted link in slot {link}")
+    }
 }
 
 /// Result of one pop attempt.
@@ -149,6 +164,19 @@ pub fn pop<F: FlhCell + ?Sized, L: LinkStore + ?Sized>(flh: &F, links: &L) -> Po
     // SAFETY: pushes only store links of this list's region; a stale read is
     // caught by the compare-and-swap.
     let next = unsafe { links.load_link(head) };
+    if L::CHECKED && next == BAD_LINK {
+        // A stale read (the slot was taken and reused meanwhile) fails its
+        // check too; only a head that is still the head is corrupt.
+        // Acquire: as the first load.
+        let now = flh.load(Ordering::Acquire);
+        if now == old {
+            links.corrupt(head);
+        }
+        return Pop::Collision {
+            expected: old,
+            observed: now,
+        };
+    }
     let new = (old & COUNTER_MASK) | u64::from(next);
     // Success Acquire: the slot's previous owner released it with the push
     // whose value (or a later read-modify-write of it, all of which continue

@@ -9,7 +9,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::free_list::LinkStore;
+use crate::free_list::{LinkCell, LinkStore};
 use crate::layout::{self, LARGE_SC, MAX_SC};
 use crate::{cold_path, counters, home_slab, private_list, reservation, sys};
 
@@ -21,11 +21,33 @@ pub(crate) struct RegionLinks {
 }
 
 impl LinkStore for RegionLinks {
+    /// For a private list or a chain the caller took: no stale reads, so in
+    /// the secure mode a link that fails its check stops the program here.
     #[inline(always)]
     unsafe fn load_link(&self, link: u32) -> u32 {
-        // Relaxed: ordered by the lists' own synchronization (see
-        // free_list and private_list).
-        link_cell(layout::slot_of_link(self.region, link)).load(Ordering::Relaxed)
+        follow_link(layout::slot_of_link(self.region, link))
+    }
+}
+
+/// The link cells of the free slots of one region, as pops of its shared
+/// list read them: in the secure mode a link that fails its check is
+/// returned as [`BAD_LINK`](crate::free_list::BAD_LINK) for the pop to tell
+/// a stale read from a corrupt list.
+pub(crate) struct SharedLinks {
+    /// Address of the region's first slot.
+    pub region: usize,
+}
+
+impl LinkStore for SharedLinks {
+    const CHECKED: bool = cfg!(feature = "secure");
+
+    #[inline(always)]
+    unsafe fn load_link(&self, link: u32) -> u32 {
+        read_link(layout::slot_of_link(self.region, link))
+    }
+
+    fn corrupt(&self, link: u32) -> ! {
+        corrupt_at(layout::slot_of_link(self.region, link))
     }
 }
 
@@ -37,6 +59,68 @@ pub(crate) fn link_cell(addr: usize) -> &'static AtomicU32 {
     // at least 4 bytes and naturally aligned) and the mapping is never
     // unmapped. Every access to a link is atomic.
     unsafe { &*sys::ptr_at::<AtomicU32>(addr) }
+}
+
+/// The link held by the free slot at `addr` (the secure mode: decoded, or
+/// [`BAD_LINK`](crate::free_list::BAD_LINK) if its check fails).
+#[inline(always)]
+pub(crate) fn read_link(addr: usize) -> u32 {
+    // Relaxed: ordered by the lists' own synchronization (see free_list and
+    // private_list); a stale read on the shared list is caught there.
+    let word = link_cell(addr).load(Ordering::Relaxed);
+    #[cfg(feature = "secure")]
+    {
+        // Relaxed: as the link.
+        let check = crate::secure::check_cell(addr).load(Ordering::Relaxed);
+        crate::secure::decode(addr, word, check)
+    }
+    #[cfg(not(feature = "secure"))]
+    word
+}
+
+/// The link held by the free slot at `addr`, which the caller holds (a list
+/// it took or owns): in the secure mode, one that fails its check stops the
+/// program.
+#[inline(always)]
+pub(crate) fn follow_link(addr: usize) -> u32 {
+    let link = read_link(addr);
+    if cfg!(feature = "secure") && link == crate::free_list::BAD_LINK {
+        corrupt_at(addr);
+    }
+    link
+}
+
+/// Stops the program: the free slot at `addr` holds a link that fails its
+/// check (the secure mode).
+#[cold]
+fn corrupt_at(addr: usize) -> ! {
+    #[cfg(feature = "secure")]
+    crate::secure::fail("corrupted free list (a write after free?)", addr);
+    #[cfg(not(feature = "secure"))]
+    unreachable!("unchecked links are never bad: {addr:#x}")
+}
+
+/// The link cell of the slot at `addr` as the lists write it: in the secure
+/// mode, the encoded link and its check.
+pub(crate) struct SlotLink(pub usize);
+
+impl LinkCell for SlotLink {
+    #[inline(always)]
+    unsafe fn store_link(&self, link: u32) {
+        #[cfg(feature = "secure")]
+        {
+            let (word, check) = crate::secure::encode(self.0, link);
+            // Relaxed: published as the link is (below).
+            crate::secure::check_cell(self.0).store(check, Ordering::Relaxed);
+            // SAFETY: the caller owns the slot.
+            unsafe { link_cell(self.0).store_link(word) };
+        }
+        #[cfg(not(feature = "secure"))]
+        // SAFETY: the caller owns the slot.
+        unsafe {
+            link_cell(self.0).store_link(link)
+        };
+    }
 }
 
 /// The flh of (slab, size class), given the slab's address.
@@ -155,7 +239,7 @@ impl LinkStore for TableLinks {
         let link_base = entry.load(Ordering::Relaxed) as usize;
         let slot = link_base + 4 * link as usize;
         self.slot.set(slot);
-        link_cell(slot).load(Ordering::Relaxed)
+        follow_link(slot)
     }
 }
 
@@ -223,6 +307,8 @@ pub fn alloc_hot(index: usize, req: Request) -> Option<*mut u8> {
     // lists are empty); the links are its region's.
     unsafe { private_list::pop(head_at(block, index), &links) }?;
     counters::owner_alloc(block, index);
+    #[cfg(feature = "secure")]
+    crate::secure::handed_out(links.slot.get());
     let p: *mut u8 = sys::ptr_at(links.slot.get());
     debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
     debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
@@ -267,6 +353,8 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
     }
     // (Below 2^32, so the cast is exact.)
     let sc = index as u32 + 1;
+    #[cfg(feature = "secure")]
+    crate::secure::check_free(p.addr(), sc);
     debug_assert!(sc >= layout::MIN_SC, "not a slot: {p:?}");
     debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0, "not the start of a slot");
     // SAFETY: the thread owns the slab and, per the contract, the slot,
@@ -274,7 +362,7 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
     unsafe {
         private_list::push(
             head_at(block, index),
-            link_cell(p.addr()),
+            &SlotLink(p.addr()),
             layout::link_of(p.addr()),
         )
     };

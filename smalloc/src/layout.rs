@@ -47,8 +47,9 @@ pub const MAX_SC: u32 = 31;
 #[cfg(miri)]
 pub const MAX_SC: u32 = 15;
 
-/// Smallest size class: 4-byte slots, just large enough for a free-list link.
-pub const MIN_SC: u32 = 2;
+/// Smallest size class: 4-byte slots, just large enough for a free-list link
+/// (16 bytes in the secure mode: a link and its check).
+pub const MIN_SC: u32 = if cfg!(feature = "secure") { 4 } else { 2 };
 
 /// Width of the size class field.
 pub const SC_BITS: u32 = 5;

@@ -45,6 +45,8 @@ pub mod profile;
 mod purge;
 pub mod raw;
 mod reservation;
+#[cfg(feature = "secure")]
+mod secure;
 pub mod stats;
 mod sys;
 mod trim;

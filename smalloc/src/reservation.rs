@@ -49,6 +49,8 @@ pub fn init() -> Option<usize> {
         match BASE.compare_exchange(UNINIT, mark, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 let base = reserve();
+                #[cfg(feature = "secure")]
+                crate::secure::init();
                 // Release: publishes the reservation with its address.
                 BASE.store(base.unwrap_or(UNINIT), Ordering::Release);
                 return base;

@@ -26,7 +26,7 @@ use core::sync::atomic::Ordering;
 
 use crate::counters::{self, NUM_EVENTS};
 use crate::home_slab::occupancy;
-use crate::hot_path::{fresh_run, large_head, link_cell, private_head, tail};
+use crate::hot_path::{fresh_run, large_head, private_head, read_link, tail};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::{big, ownership, sys};
 
@@ -305,8 +305,9 @@ fn walk(
         if let Some(t) = trimmable.as_deref_mut() {
             *t += sys::resident(slot + page, (1 << sc) - page) as u64;
         }
-        // Relaxed: the value is checked above before it is followed.
-        link = link_cell(slot).load(Ordering::Relaxed);
+        // Checked above before it is followed (a bad link of the secure
+        // mode is never in range).
+        link = read_link(slot);
     }
     n
 }

@@ -119,14 +119,19 @@ fn size_class_of_sizes_and_alignments() {
         (usize::MAX / 2, 1, 63),
     ];
     for &(size, align, sc) in cases {
-        assert_eq!(size_class(size, align), sc, "size {size} align {align}");
+        // (The secure mode's slots start at 16 bytes.)
+        assert_eq!(
+            size_class(size, align),
+            sc.max(MIN_SC),
+            "size {size} align {align}"
+        );
     }
 }
 
 #[test]
 #[cfg(not(any(miri, smalloc_tsan)))]
 fn slot_counts() {
-    assert_eq!(num_slots(2), 1 << 30);
+    assert_eq!(num_slots(MIN_SC), 1 << 30);
     assert_eq!(num_slots(4), 1 << 30);
     assert_eq!(num_slots(5), 1 << 29);
     assert_eq!(num_slots(31), 8);
@@ -316,6 +321,7 @@ fn fresh_slab_yields_slots_in_order() {
 }
 
 #[test]
+#[cfg(not(feature = "secure"))]
 fn smallest_slots_pack_tightly() {
     let a = Smalloc::new();
     let l4 = Layout::from_size_align(4, 4).unwrap();
@@ -332,6 +338,17 @@ fn smallest_slots_pack_tightly() {
     assert_eq!(s - r, 8);
     assert_eq!(sc_of(p), 2);
     assert_eq!(sc_of(r), 3);
+}
+
+#[test]
+#[cfg(feature = "secure")]
+fn the_secure_modes_smallest_slots_hold_a_link_and_its_check() {
+    let a = Smalloc::new();
+    let l1 = Layout::from_size_align(1, 1).unwrap();
+    // SAFETY: a non-zero layout; the blocks stay live.
+    let (p, q) = unsafe { (a.alloc(l1).addr(), a.alloc(l1).addr()) };
+    assert_eq!(sc_of(p), 4);
+    assert_eq!(q.abs_diff(p), 16);
 }
 
 #[test]

@@ -17,7 +17,7 @@ use core::sync::atomic::Ordering;
 
 use crate::free_list;
 use crate::home_slab::occupancy;
-use crate::hot_path::{flh, large_head, link_cell, private_head};
+use crate::hot_path::{SlotLink, flh, follow_link, large_head, private_head};
 use crate::layout::{self, LARGE_SC};
 use crate::purge::RELEASE_SC;
 use crate::{hooks, ownership, stats, sys};
@@ -51,12 +51,12 @@ pub fn trim(pad: usize) -> usize {
             let mut link = free_list::take_all(list);
             while link != 0 {
                 let slot = layout::slot_of_link(region, link);
-                // Relaxed: the take's Acquire ordered the pushes before us.
-                let next = link_cell(slot).load(Ordering::Relaxed);
+                // The take's Acquire ordered the pushes before us.
+                let next = follow_link(slot);
                 released += release_slot(slot, sc, page);
                 // SAFETY: the slot was on the list we took: ours to push
-                // back, in its own region, and `link_cell` is its link.
-                unsafe { free_list::push(list, link_cell(slot), link) };
+                // back, in its own region.
+                unsafe { free_list::push(list, &SlotLink(slot), link) };
                 link = next;
             }
             let claimed = mine != Some(slab) && ownership::claim(slab);
@@ -73,7 +73,7 @@ pub fn trim(pad: usize) -> usize {
                 while link != 0 {
                     let slot = layout::slot_of_link(region, link);
                     released += release_slot(slot, sc, page);
-                    link = link_cell(slot).load(Ordering::Relaxed);
+                    link = follow_link(slot);
                 }
                 if claimed {
                     ownership::release(slab);

@@ -1,0 +1,49 @@
+//! Without the secure mode, a use-after-free write that corrupts a free
+//! slot's link still cannot make the allocator hand out memory outside the
+//! slot's region: a link is a 32-bit count of 4-byte units from the start
+//! of its (slab, size class) region, and a region is 2^34 bytes, so every
+//! value a link can hold names an address inside the region (at no cost:
+//! there is nothing to mask). What such a write can still do is name a
+//! place inside the region that is not a free slot; the secure mode
+//! (tests/secure.rs) catches that.
+#![cfg(not(any(feature = "secure", miri, smalloc_tsan)))]
+
+use std::alloc::{GlobalAlloc, Layout};
+
+use smalloc::Smalloc;
+use smalloc::layout::{REGION_BITS, sc_of, slab_of};
+
+#[global_allocator]
+static A: Smalloc = Smalloc::new();
+
+#[test]
+fn a_corrupted_link_stays_in_its_region() {
+    let l = Layout::from_size_align(64, 8).unwrap();
+    // Links of 64-byte slots (a multiple of 16 units, plus one), up to the
+    // largest a link can hold: far past every slot ever handed out. (A
+    // misaligned one would name a place inside a slot: the hot path's
+    // debug assertions stop that in a debug build.)
+    for bad in [0xffff_fff1, 0x8000_0001, 0x1234_5671, 0x11] {
+        // SAFETY: a non-zero layout.
+        let p = unsafe { A.alloc(l) };
+        // SAFETY: `p` is ours; it is freed once, then its link overwritten
+        // (the use-after-free write under test: the slot stays mapped).
+        unsafe {
+            A.dealloc(p, l);
+            (p as *mut u32).write_volatile(bad);
+        }
+        // The first allocation takes `p` back; the second follows the
+        // corrupted link.
+        // SAFETY: a non-zero layout.
+        let (q, r) = unsafe { (A.alloc(l), A.alloc(l)) };
+        assert_eq!(q, p);
+        let region = |x: usize| x >> REGION_BITS;
+        assert_eq!(region(r.addr()), region(p.addr()), "link {bad:#x}: {r:?}");
+        assert_eq!(
+            (sc_of(r.addr()), slab_of(r.addr())),
+            (sc_of(p.addr()), slab_of(p.addr()))
+        );
+        // Leave the corrupted list: start over on a fresh block next round
+        // (the blocks are never freed again).
+    }
+}
