@@ -624,8 +624,9 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
 pub unsafe fn dealloc(p: *mut u8) {
     let addr = p.addr();
     let sc = layout::sc_of(addr);
+    let cell = SlotLink::freed(addr, sc);
     #[cfg(feature = "secure")]
-    crate::secure::check_free(addr, sc);
+    crate::secure::fill(addr, sc);
     debug_assert!(
         (layout::MIN_SC..=MAX_SC).contains(&sc),
         "not a slot: {addr:#x}"
@@ -646,13 +647,7 @@ pub unsafe fn dealloc(p: *mut u8) {
             if keeps_large(sc, n) {
                 // SAFETY: the caller owns the slot and the thread the slab;
                 // the slot belongs to this list's region.
-                unsafe {
-                    private_list::push(
-                        large_head(block, sc),
-                        &SlotLink(addr),
-                        layout::link_of(addr),
-                    )
-                };
+                unsafe { private_list::push(large_head(block, sc), &cell, layout::link_of(addr)) };
                 count.store(n + 1, Ordering::Relaxed);
                 return;
             }
@@ -666,7 +661,7 @@ pub unsafe fn dealloc(p: *mut u8) {
     unsafe {
         free_list::push(
             flh(layout::slab_addr_of(addr), sc),
-            &SlotLink(addr),
+            &cell,
             layout::link_of(addr),
         );
     }

@@ -83,11 +83,19 @@ pub(crate) fn read_link(addr: usize) -> u32 {
 /// program.
 #[inline(always)]
 pub(crate) fn follow_link(addr: usize) -> u32 {
-    let link = read_link(addr);
-    if cfg!(feature = "secure") && link == crate::free_list::BAD_LINK {
-        corrupt_at(addr);
+    // Relaxed: as in `read_link`; no stale reads here.
+    let word = link_cell(addr).load(Ordering::Relaxed);
+    #[cfg(feature = "secure")]
+    {
+        // Relaxed: as the link.
+        let check = crate::secure::check_cell(addr).load(Ordering::Relaxed);
+        match crate::secure::open(crate::secure::tag(addr), word, check) {
+            Some(link) => link,
+            None => corrupt_at(addr),
+        }
     }
-    link
+    #[cfg(not(feature = "secure"))]
+    word
 }
 
 /// Stops the program: the free slot at `addr` holds a link that fails its
@@ -101,24 +109,53 @@ fn corrupt_at(addr: usize) -> ! {
 }
 
 /// The link cell of the slot at `addr` as the lists write it: in the secure
-/// mode, the encoded link and its check.
-pub(crate) struct SlotLink(pub usize);
+/// mode, the encoded link and its check (by the slot's tag).
+pub(crate) struct SlotLink {
+    addr: usize,
+    #[cfg(feature = "secure")]
+    tag: u64,
+}
+
+impl SlotLink {
+    /// The link cell of the free slot at `addr`, which the caller holds.
+    #[inline(always)]
+    pub(crate) fn of(addr: usize) -> SlotLink {
+        SlotLink {
+            addr,
+            #[cfg(feature = "secure")]
+            tag: crate::secure::tag(addr),
+        }
+    }
+
+    /// The link cell of the slot at `addr`, of size class `sc`, being freed:
+    /// in the secure mode, a double free or a pointer that is not the start
+    /// of a slot stops the program here.
+    #[inline(always)]
+    pub(crate) fn freed(addr: usize, sc: u32) -> SlotLink {
+        let _ = sc;
+        SlotLink {
+            addr,
+            #[cfg(feature = "secure")]
+            tag: crate::secure::check_free(addr, sc),
+        }
+    }
+}
 
 impl LinkCell for SlotLink {
     #[inline(always)]
     unsafe fn store_link(&self, link: u32) {
         #[cfg(feature = "secure")]
         {
-            let (word, check) = crate::secure::encode(self.0, link);
+            let (word, check) = crate::secure::seal(self.tag, link);
             // Relaxed: published as the link is (below).
-            crate::secure::check_cell(self.0).store(check, Ordering::Relaxed);
+            crate::secure::check_cell(self.addr).store(check, Ordering::Relaxed);
             // SAFETY: the caller owns the slot.
-            unsafe { link_cell(self.0).store_link(word) };
+            unsafe { link_cell(self.addr).store_link(word) };
         }
         #[cfg(not(feature = "secure"))]
         // SAFETY: the caller owns the slot.
         unsafe {
-            link_cell(self.0).store_link(link)
+            link_cell(self.addr).store_link(link)
         };
     }
 }
@@ -354,18 +391,16 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
     // (Below 2^32, so the cast is exact.)
     let sc = index as u32 + 1;
     #[cfg(feature = "secure")]
-    crate::secure::check_free(p.addr(), sc);
+    if crate::secure::filling() {
+        // The cold path fills it.
+        return false;
+    }
+    let cell = SlotLink::freed(p.addr(), sc);
     debug_assert!(sc >= layout::MIN_SC, "not a slot: {p:?}");
     debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0, "not the start of a slot");
     // SAFETY: the thread owns the slab and, per the contract, the slot,
     // which belongs to this region.
-    unsafe {
-        private_list::push(
-            head_at(block, index),
-            &SlotLink(p.addr()),
-            layout::link_of(p.addr()),
-        )
-    };
+    unsafe { private_list::push(head_at(block, index), &cell, layout::link_of(p.addr())) };
     counters::owner_free(block, index);
     true
 }

@@ -81,51 +81,51 @@ fn fill_byte() -> Option<u8> {
     }
 }
 
-/// A 64-bit mixer (a bijection with good avalanche).
-#[inline(always)]
+/// A 64-bit mixer (a bijection with good avalanche), for the fallback keys.
 fn mix(x: u64) -> u64 {
     let x = (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     x ^ (x >> 29)
 }
 
-/// The tag of the slot at `addr`.
+/// The tag of the slot at `addr`: the address times the odd key after XOR
+/// with the other, high half folded into the low (a few instructions).
 #[inline(always)]
-fn tag(addr: usize) -> u64 {
+pub fn tag(addr: usize) -> u64 {
     // Relaxed: written once before the reservation was published, which
     // every caller has seen (it holds a slot).
     let (k0, k1) = (
         KEYS[0].load(Ordering::Relaxed),
         KEYS[1].load(Ordering::Relaxed),
     );
-    mix((addr as u64 ^ k0).wrapping_mul(k1))
+    let t = (addr as u64 ^ k0).wrapping_mul(k1);
+    t ^ (t >> 32)
 }
 
-/// The check word of a free slot at `addr` that holds `link`.
+/// The check word of a free slot of tag `tag` that holds `link`.
 #[inline(always)]
 fn check_of(tag: u64, link: u32) -> u64 {
     tag.rotate_left(32).wrapping_add(u64::from(link))
 }
 
-/// The words a free slot at `addr` holding `link` stores: the encoded link
-/// and the check.
+/// The words a free slot of tag `tag` holding `link` stores: the encoded
+/// link and the check.
 #[inline(always)]
-pub fn encode(addr: usize, link: u32) -> (u32, u64) {
-    let t = tag(addr);
-    (link ^ t as u32, check_of(t, link))
+pub fn seal(tag: u64, link: u32) -> (u32, u64) {
+    (link ^ tag as u32, check_of(tag, link))
 }
 
-/// The link that the words of the free slot at `addr` hold, or [`BAD_LINK`]
-/// when the check fails (the slot was written after it was freed, or is not
-/// free).
+/// The link that the words of a free slot of tag `tag` hold, if its check
+/// holds (else the slot was written after it was freed, or is not free).
+#[inline(always)]
+pub fn open(tag: u64, word: u32, check: u64) -> Option<u32> {
+    let link = word ^ tag as u32;
+    (check == check_of(tag, link)).then_some(link)
+}
+
+/// [`open`] for the slot at `addr`, [`BAD_LINK`] when the check fails.
 #[inline(always)]
 pub fn decode(addr: usize, word: u32, check: u64) -> u32 {
-    let t = tag(addr);
-    let link = word ^ t as u32;
-    if check == check_of(t, link) {
-        link
-    } else {
-        BAD_LINK
-    }
+    open(tag(addr), word, check).unwrap_or(BAD_LINK)
 }
 
 /// The check word cell of the slot at `addr`.
@@ -148,10 +148,10 @@ pub fn handed_out(addr: usize) {
 
 /// The slot at `addr`, of size class `sc`, is about to be freed: stops the
 /// program if `addr` is not the start of a slot, or if the slot is free
-/// already (its words pass the check: a double free). With
-/// `SMALLOC_FREE_FILL`, fills it past its first [`HEADER`] bytes.
+/// already (its words pass the check: a double free). Returns its tag, for
+/// the push.
 #[inline(always)]
-pub fn check_free(addr: usize, sc: u32) {
+pub fn check_free(addr: usize, sc: u32) -> u64 {
     if !(layout::MIN_SC..=layout::MAX_SC).contains(&sc) || addr & ((1 << sc) - 1) != 0 {
         fail("free of a pointer that is not the start of a block", addr);
     }
@@ -160,24 +160,33 @@ pub fn check_free(addr: usize, sc: u32) {
     // this thread's program order or synchronization placed before.
     let word = crate::hot_path::link_cell(addr).load(Ordering::Relaxed);
     let check = check_cell(addr).load(Ordering::Relaxed);
-    if decode(addr, word, check) != BAD_LINK {
+    let t = tag(addr);
+    if open(t, word, check).is_some() {
         fail("double free", addr);
     }
-    // Relaxed: a setting.
-    let fill = FILL.load(Ordering::Relaxed);
-    if fill != 0 {
-        fill_slot(addr, sc, fill as u8);
-    }
+    t
 }
 
-/// Fills the slot at `addr` past its header with `byte`, up to the size
-/// from which freed slots give their pages back (they read as zero then).
+/// Whether freed slots are filled (`SMALLOC_FREE_FILL`): then the hot path
+/// of free leaves every free to the cold path, which fills.
+#[inline(always)]
+pub fn filling() -> bool {
+    // Relaxed: a setting.
+    FILL.load(Ordering::Relaxed) != 0
+}
+
+/// With `SMALLOC_FREE_FILL`, fills the slot at `addr` (of size class `sc`,
+/// being freed) past its first [`HEADER`] bytes, up to the size from which
+/// freed slots give their pages back (they read as zero then).
 #[cold]
 #[inline(never)]
-fn fill_slot(addr: usize, sc: u32, byte: u8) {
-    if sc >= crate::purge::RELEASE_SC {
+pub fn fill(addr: usize, sc: u32) {
+    // Relaxed: a setting.
+    let fill = FILL.load(Ordering::Relaxed);
+    if fill == 0 || sc >= crate::purge::RELEASE_SC {
         return;
     }
+    let byte = fill as u8;
     // SAFETY: the slot is the caller's (being freed); its bytes past the
     // header are not read by the allocator.
     unsafe {

@@ -56,7 +56,7 @@ pub fn trim(pad: usize) -> usize {
                 released += release_slot(slot, sc, page);
                 // SAFETY: the slot was on the list we took: ours to push
                 // back, in its own region.
-                unsafe { free_list::push(list, &SlotLink(slot), link) };
+                unsafe { free_list::push(list, &SlotLink::of(slot), link) };
                 link = next;
             }
             let claimed = mine != Some(slab) && ownership::claim(slab);
