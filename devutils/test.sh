@@ -45,6 +45,12 @@ RUSTFLAGS="-C force-frame-pointers=yes" cargo build --release -p smalloc-ffi --f
 RUSTFLAGS="-C force-frame-pointers=yes" cargo nextest run -p smalloc-ffi --features profile \
     --target-dir target/prof --no-fail-fast -E 'binary(profile)'
 
+echo "== the secure mode (the secure feature): the core's whole suite with checked links, and the C library under LD_PRELOAD"
+cargo nextest run -p smalloc --features secure --target-dir target/secure --no-fail-fast
+cargo build --release -p smalloc-ffi --features secure --target-dir target/secure
+cargo nextest run -p smalloc-ffi --features secure --target-dir target/secure --no-fail-fast \
+    -E 'binary(secure)'
+
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list
