@@ -34,22 +34,31 @@ use crate::{ownership, private_list, purge, reservation, sys};
 /// was never handed out before.
 type Got = (*mut u8, bool);
 
-/// `got`, for `req` of size class `sc`, counted as an allocation (the
-/// `counters` feature) and towards the next sample (the `profile` feature).
+/// `got` counted as an allocation (the `counters` feature).
 #[inline(always)]
-fn counted(got: Got, sc: u32, req: Request) -> Got {
+fn counted(got: Got) -> Got {
     counters::alloc(got.0);
     #[cfg(feature = "secure")]
     if !got.1 && !got.0.is_null() {
         crate::secure::handed_out(got.0.addr());
     }
+    got
+}
+
+/// `req`, for a slot of size class `sc`, counted towards the next sample
+/// (the `profile` feature) before the cold path takes a slot for it: the
+/// sample's slot when it is taken, so no slot is taken only to be swapped.
+/// Counted once the thread has a slab (the first allocation counts on its
+/// second pass).
+#[inline(always)]
+fn sampled(sc: u32, req: Request) -> Option<Got> {
     #[cfg(feature = "profile")]
-    if !got.0.is_null() && crate::profile::due(req.size) {
-        return crate::profile::sample(got, sc, req.size);
+    if home_slab::current() != 0 && crate::profile::due(req.size) {
+        return crate::profile::sample_new(sc, req.size);
     }
     #[cfg(not(feature = "profile"))]
     let _ = (sc, req);
-    got
+    None
 }
 
 /// A slot of size class `sc` of the profile's slab (the `profile` feature),
@@ -83,9 +92,12 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 #[cold]
 #[inline(never)]
 pub fn alloc_small(sc: u32, req: Request) -> Got {
+    if let Some(got) = sampled(sc, req) {
+        return got;
+    }
     let owned = home_slab::owned();
     if is_owner(owned) {
-        return counted(owner_refill(home_slab::owned_slab(owned), sc), sc, req);
+        return counted(owner_refill(home_slab::owned_slab(owned), sc));
     }
     let current = home_slab::current();
     if current == 0 {
@@ -95,10 +107,10 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
     if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc), sc, req);
+            return counted(owner_refill(owned, sc));
         }
     }
-    counted(shared_alloc(base, slab, sc), sc, req)
+    counted(shared_alloc(base, slab, sc))
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -106,10 +118,13 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Got {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    if let Some(got) = sampled(sc, req) {
+        return got;
+    }
     let owned = home_slab::owned();
     if is_owner(owned) {
         if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return counted(got, sc, req);
+            return counted(got);
         }
     }
     let current = home_slab::current();
@@ -118,7 +133,7 @@ pub fn alloc_large(sc: u32, req: Request) -> Got {
     }
     let addr = home_slab::slab_addr(current);
     let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
-    counted(got, sc, req)
+    counted(got)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve

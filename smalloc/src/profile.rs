@@ -12,6 +12,7 @@
 //! clock go to a fixed table outside the heap ([`table`]). Nothing is
 //! symbolized until a profile is written ([`Profile`]).
 
+mod approx;
 mod output;
 pub mod pprof;
 pub(crate) mod sampler;
@@ -83,22 +84,22 @@ pub(crate) fn due(bytes: usize) -> bool {
     sampler::due(bytes)
 }
 
-/// The slot of `got` was handed out for a request of `size` bytes, of size
-/// class `sc`, and the countdown ran out: if sampling is on, swaps it for a
-/// slot of `sc` from the profile's slab with the sample recorded, and gives
-/// the first one (which may be of a larger class) back.
+/// The countdown ran out on the cold path, before a slot of size class
+/// `sc` was taken for a request of `size` bytes: if sampling is on, a slot
+/// of `sc` from the profile's slab with the sample recorded; `None` (the
+/// caller takes its slot as usual) when not sampling or when the sample
+/// finds no slot or no room.
 #[cold]
 #[inline(never)]
-pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bool) {
+pub(crate) fn sample_new(sc: u32, size: usize) -> Option<(*mut u8, bool)> {
     // Re-armed first, whatever follows: the count has wrapped.
-    let take = sampler::rearm(size);
-    if got.0.is_null() || !take {
-        return got;
+    if !sampler::rearm(size) {
+        return None;
     }
     let _inside = sampler::Inside::enter();
     let Some(q) = cold_path::profile_slot(sc) else {
         table::lose();
-        return got;
+        return None;
     };
     counters::alloc(q.0);
     #[cfg(feature = "secure")]
@@ -110,12 +111,10 @@ pub(crate) fn sample(got: (*mut u8, bool), sc: u32, size: usize) -> (*mut u8, bo
     if !table::add(q.0.addr(), size, weight(size), frames.get(), now_ns()) {
         // SAFETY: `q` was handed to us just now and to nobody else.
         unsafe { cold_path::dealloc(q.0) };
-        return got;
+        return None;
     }
-    // SAFETY: as for `q`.
-    unsafe { hot_path::dealloc(got.0) };
     after_sample();
-    q
+    Some(q)
 }
 
 /// A big block (its own mapping, at `start`) was mapped for a request of
@@ -178,9 +177,8 @@ fn weight(size: usize) -> f64 {
         // exp(-40) is below f64's precision next to 1.
         return 1.0;
     } else if x >= 1.0 / 64.0 {
-        // libm's exp is several times faster than its expm1, and 1 - exp(-x)
-        // loses at most 6 bits here.
-        1.0 - (-x).exp()
+        // 1 - exp(-x) loses at most 6 bits here.
+        1.0 - approx::exp_neg(x)
     } else {
         // The series, to x^4: relative error below x^4 / 120 < 1e-9.
         x * (1.0 - x * (0.5 - x * (1.0 / 6.0 - x / 24.0)))
@@ -188,13 +186,20 @@ fn weight(size: usize) -> f64 {
     1.0 / p
 }
 
-/// [`sample`] from the hot path: `p` came off a private list of the
-/// request's own size class (reused memory). Out of line and with few
-/// arguments, so the hot path carries as little code for it as can be.
+/// The countdown ran out on the hot path, which took the slot at `p` off a
+/// private list of the request's own size class (reused memory): if
+/// sampling is on, swaps it for a slot of the profile's slab with the
+/// sample recorded, and gives `p` back. Out of line and with few arguments,
+/// so the hot path carries as little code for it as can be.
 #[cold]
 #[inline(never)]
 pub(crate) fn sample_hot(p: *mut u8, size: usize) -> *mut u8 {
-    sample((p, false), crate::layout::sc_of(p.addr()), size).0
+    let Some(q) = sample_new(crate::layout::sc_of(p.addr()), size) else {
+        return p;
+    };
+    // SAFETY: `p` was handed to us by the hot path and to nobody else.
+    unsafe { hot_path::dealloc(p) };
+    q.0
 }
 
 #[cfg(test)]

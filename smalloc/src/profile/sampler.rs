@@ -30,7 +30,7 @@ static LAST_MEAN: AtomicUsize = AtomicUsize::new(0);
 static INVERSE_MEAN: AtomicU64 = AtomicU64::new(0);
 
 /// Counts `bytes` down; true when the count went below zero (the caller
-/// then calls [`super::sample`], which draws the next count).
+/// then calls [`super::sample_new`], which draws the next count).
 #[inline(always)]
 pub fn due(bytes: usize) -> bool {
     sub_profile_word::<LEFT>(bytes)
@@ -130,5 +130,5 @@ fn draw(mean: usize) -> usize {
     let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
     // Uniform in (0, 1].
     let u = ((r >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    (-u.ln() * mean as f64) as usize + 1
+    (-super::approx::ln(u) * mean as f64) as usize + 1
 }

@@ -100,19 +100,31 @@ fn frame_pointers(out: &mut Frames) {
         core::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp,
             options(nomem, nostack, preserves_flags));
     }
-    let top = stack_top();
+    let top = stack_top().saturating_sub(16);
     let mut fp = fp;
+    // The count in a local: `out` stays in memory across the loop.
+    let mut len = out.len;
     // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
     // Only addresses between our stack pointer and the stack's top are read,
-    // and the chain must climb, so the walk ends and never faults.
-    while fp >= sp && fp.saturating_add(16) <= top && fp % 8 == 0 {
+    // and the chain must climb (so it stays above `sp`), so the walk ends
+    // and never faults.
+    if fp < sp {
+        return;
+    }
+    while fp <= top && fp % 8 == 0 && len < MAX_FRAMES {
         // SAFETY: inside this thread's live stack (checked above).
         let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
-        if ret == 0 || !out.push(ret) || next <= fp {
+        if ret == 0 {
+            break;
+        }
+        out.buf[len].write(ret);
+        len += 1;
+        if next <= fp {
             break;
         }
         fp = next;
     }
+    out.len = len;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
