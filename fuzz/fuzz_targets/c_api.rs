@@ -99,7 +99,7 @@ fn run(data: &[u8]) {
         match op % 10 {
             0 => {
                 let Some(size) = input.size(true) else { break };
-                if !live.has_room(size) {
+                if !live.has_room(size, MIN_ALIGN) {
                     continue;
                 }
                 let p = smalloc_malloc(size);
@@ -118,7 +118,7 @@ fn run(data: &[u8]) {
                 }
                 let n = if size >= HUGE { 1 } else { 1 + n as usize % 4 };
                 let total = n * size;
-                if !live.has_room(total) {
+                if !live.has_room(total, MIN_ALIGN) {
                     continue;
                 }
                 let p = smalloc_calloc(n, size);
@@ -133,7 +133,7 @@ fn run(data: &[u8]) {
                 } else {
                     size
                 };
-                if !live.has_room(size) {
+                if !live.has_room(size, align.max(1)) {
                     continue;
                 }
                 if op % 10 == 2 {
@@ -169,7 +169,7 @@ fn run(data: &[u8]) {
             7 => {
                 // realloc(NULL, n) allocates.
                 let Some(size) = input.size(true) else { break };
-                if !live.has_room(size) {
+                if !live.has_room(size, MIN_ALIGN) {
                     continue;
                 }
                 // SAFETY: null is a valid argument.
@@ -190,7 +190,7 @@ fn run(data: &[u8]) {
                     assert!(q.is_null(), "realloc(p, 0) returned {q:p}");
                     continue;
                 }
-                if !live.has_room(new_size) {
+                if !live.has_room(new_size, b.align) {
                     // SAFETY: `p` is live.
                     unsafe { smalloc_free(p.cast()) };
                     continue;

@@ -41,7 +41,7 @@ fn run(data: &[u8]) {
             // alloc, alloc_zeroed
             0..=2 => {
                 let Some(l) = layout(&mut input) else { break };
-                if !live.has_room(l.size()) {
+                if !live.has_room(l.size(), l.align()) {
                     continue;
                 }
                 let zeroed = op % 8 == 2;
@@ -81,7 +81,7 @@ fn run(data: &[u8]) {
                 };
                 let new_size = realloc_size(&b, new_size);
                 let l = Layout::from_size_align(b.size, b.align).unwrap();
-                if !live.has_room(new_size) {
+                if !live.has_room(new_size, b.align) {
                     // SAFETY: `p` is live with layout `l`.
                     unsafe { A.dealloc(p, l) };
                     continue;

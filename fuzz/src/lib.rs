@@ -1,4 +1,4 @@
-//! The part of the fuzz targets shared by both: decoding the fuzzer's bytes
+//! The part of the fuzz targets shared by all: decoding the fuzzer's bytes
 //! into operations, and the model of live blocks that checks every result.
 //!
 //! Every block is filled with a pattern derived from a unique tag when it is
@@ -9,9 +9,19 @@
 
 use devutils::{Block, Shadow, pattern};
 
-/// Largest block whose every byte is filled and checked; larger blocks get
-/// their first and last 4 KiB and at most 64 bytes in between.
-pub const FULL: usize = 16 * 1024;
+/// Bytes at each end of a block that get the fill pattern (and are
+/// checked); in between, at most [`SAMPLES`] bytes spread over the block
+/// (two in a block above [`SPARSE`]). The allocator writes only the start of
+/// a free slot (its link, and the check of the secure mode), so a write of
+/// its into a live block lands in the head; an overlap of two live blocks is
+/// the shadow model's to find.
+pub const EDGE: usize = 16;
+/// Most sampled bytes between a block's head and tail.
+pub const SAMPLES: usize = 8;
+/// Blocks above this size get only two samples in between: each sample of
+/// a fresh mapping is a page fault, and one far from the others a new page
+/// table too.
+pub const SPARSE: usize = 1 << 20;
 /// Most live blocks at once (well below the 128 slots of the largest size
 /// class, so no request can legitimately run out of slots).
 pub const MAX_LIVE: usize = 48;
@@ -25,6 +35,17 @@ pub const MAX_SIZE: usize = 2 << 20;
 /// its own. Only ever touched sparsely, and never copied in full (see
 /// [`Input::size`]).
 pub const HUGE: usize = (2 << 30) + 4096;
+/// Most blocks per run that are mappings of their own (huge or aligned past
+/// the largest slot): each costs an `mmap`, page faults with new page
+/// tables and a `munmap`, tens of microseconds, so a run full of them would
+/// be as slow as fifty ordinary ones.
+pub const MAX_MAPPINGS: usize = 2;
+
+/// Whether a block of `size` bytes aligned to `align` is a mapping of its
+/// own rather than a slot (past the largest slot, 2 GiB).
+pub fn is_mapping(size: usize, align: usize) -> bool {
+    size.max(align) > 1 << 31
+}
 
 /// The fuzzer's bytes, read front to back; running out ends the run.
 pub struct Input<'a> {
@@ -49,9 +70,13 @@ impl<'a> Input<'a> {
         Some(u16::from_le_bytes([self.byte()?, self.byte()?]))
     }
 
-    /// A size spread over every size class: a band `2^(k-1) < size <= 2^k`
-    /// for `k` in `0..=21`, a position inside it biased towards the band's
-    /// edges, or (rarely) a huge size. Never 0 unless `allow_zero`.
+    /// A size, mostly small: the first byte picks a band
+    /// `2^(k-1) < size <= 2^k` (`k < 22` names band `k` itself, up to 2 MiB,
+    /// so every size class stays one byte away; any other byte but the two
+    /// below gives a band up to 4 KiB), then two bytes a position inside it,
+    /// biased towards the band's edges. `0xff` is a huge size, `0xfe` zero
+    /// when `allow_zero`. Random bytes give a band above 4 KiB one time in
+    /// 28 and a huge size one in 256, so most executions stay cheap.
     pub fn size(&mut self, allow_zero: bool) -> Option<usize> {
         let k = self.byte()?;
         let pos = self.u16()?;
@@ -61,7 +86,7 @@ impl<'a> Input<'a> {
         if allow_zero && k == 0xfe {
             return Some(0);
         }
-        let k = (k % 22) as u32;
+        let k = if k < 22 { k } else { k % 13 } as u32;
         let hi = 1usize << k;
         let lo = hi / 2 + 1;
         let size = match pos & 3 {
@@ -73,25 +98,38 @@ impl<'a> Input<'a> {
         Some(size.clamp(1, MAX_SIZE))
     }
 
-    /// An alignment: mostly small, sometimes up to 2^33 (past the largest
-    /// slot's 2^31, which makes a big over-aligned mapping).
+    /// An alignment: mostly 1 to 16; one byte in eight names one of 2^2 to
+    /// 2^33 (2^23..2^31 with a small size reach the top size classes, past
+    /// the largest slot's 2^31 it is a big over-aligned mapping).
     pub fn align(&mut self) -> Option<usize> {
         let a = self.byte()?;
-        Some(if a < 160 { 1 << (a % 5) } else { 1 << (a % 34) })
+        Some(if a < 224 {
+            1 << (a % 5)
+        } else {
+            1 << (a - 222)
+        })
     }
 }
 
-/// Offsets of a block of `size` bytes that get the fill pattern.
-pub fn touched(size: usize) -> impl Iterator<Item = usize> {
-    let (head, tail_start) = if size <= FULL {
-        (size, size)
-    } else {
-        (4096, size - 4096)
-    };
-    // At most 64 samples in between: a huge block stays sparse in memory.
-    let step = (size / 64).max(64 * 1024);
-    let middle = (head..tail_start).step_by(step).skip(1);
-    (0..head).chain(middle).chain(tail_start..size)
+/// The pattern of `tag` at offsets `start..start + EDGE`.
+#[inline(always)]
+fn pattern_at(tag: u64, start: usize) -> [u8; EDGE] {
+    core::array::from_fn(|i| pattern(tag, start + i))
+}
+
+/// The parts of a block of `size` bytes that get the fill pattern: its
+/// first and last [`EDGE`] bytes (the same bytes when it is small), and the
+/// offsets of a few bytes evenly spaced in between. Fixed counts, so the
+/// fuzzer's instrumentation of these loops costs next to nothing.
+fn touched(size: usize) -> ([(usize, usize); 2], [usize; SAMPLES]) {
+    let edges = [(0, size.min(EDGE)), (size.saturating_sub(EDGE), size)];
+    // Blocks above SPARSE: two samples, each repeated.
+    let parts = if size > SPARSE { 3 } else { SAMPLES + 1 };
+    let samples = core::array::from_fn(|j| {
+        let j = if size > SPARSE { j % 2 } else { j };
+        (j + 1) * size / parts
+    });
+    (edges, samples)
 }
 
 /// Writes the pattern of `tag` into a block.
@@ -99,50 +137,99 @@ pub fn touched(size: usize) -> impl Iterator<Item = usize> {
 /// # Safety
 /// `p..p+size` is writable and owned by the caller.
 pub unsafe fn fill(p: *mut u8, size: usize, tag: u64) {
-    for i in touched(size) {
-        // SAFETY: `i < size`.
-        unsafe { p.add(i).write(pattern(tag, i)) };
+    let (edges, samples) = touched(size);
+    for (start, end) in edges {
+        let pat = pattern_at(tag, start);
+        // SAFETY: `start <= end <= size` and `end - start <= EDGE`.
+        unsafe { core::ptr::copy_nonoverlapping(pat.as_ptr(), p.add(start), end - start) };
+    }
+    for i in samples {
+        if i < size {
+            // SAFETY: `i < size`.
+            unsafe { p.add(i).write(pattern(tag, i)) };
+        }
     }
 }
 
 /// Checks the pattern of `tag` of a block of `size` bytes, at the offsets
-/// below `upto` (what a reallocation kept); panics on the first difference.
+/// below `upto` (what a reallocation kept); panics on a difference.
 ///
 /// # Safety
 /// `p..p+upto` is readable.
 pub unsafe fn check(p: *const u8, size: usize, upto: usize, tag: u64) {
-    for i in touched(size).filter(|&i| i < upto) {
-        // SAFETY: `i < upto`.
-        let got = unsafe { p.add(i).read() };
-        assert_eq!(
-            got,
-            pattern(tag, i),
-            "block {p:p} (size {size}, tag {tag:#x}) corrupted at offset {i}"
-        );
+    let (edges, samples) = touched(size);
+    for (start, end) in edges {
+        let end = end.min(upto);
+        if start < end {
+            let pat = pattern_at(tag, start);
+            // SAFETY: `start < end <= upto`.
+            let got = unsafe { core::slice::from_raw_parts(p.add(start), end - start) };
+            if got != &pat[..end - start] {
+                corrupted(p, size, tag, start, got, &pat);
+            }
+        }
+    }
+    for i in samples {
+        if i < upto.min(size) {
+            // SAFETY: `i < upto`.
+            let got = unsafe { core::slice::from_raw_parts(p.add(i), 1) };
+            if got[0] != pattern(tag, i) {
+                corrupted(p, size, tag, i, got, &[pattern(tag, i)]);
+            }
+        }
     }
 }
 
-/// Checks that a block reads as zero (every byte up to [`FULL`], then the
-/// sampled offsets).
+/// Reports a block whose bytes at `start` are `got` instead of `want`.
+#[cold]
+#[inline(never)]
+fn corrupted(p: *const u8, size: usize, tag: u64, start: usize, got: &[u8], want: &[u8]) -> ! {
+    let i = start + got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
+    panic!(
+        "block {p:p} (size {size}, tag {tag:#x}) corrupted at offset {i}: \
+         {got:02x?} instead of {want:02x?} from offset {start}"
+    );
+}
+
+/// Checks that a block reads as zero where [`fill`] would write.
 ///
 /// # Safety
 /// `p..p+size` is readable.
 pub unsafe fn check_zero(p: *const u8, size: usize) {
-    for i in touched(size) {
-        // SAFETY: `i < size`.
-        let got = unsafe { p.add(i).read() };
-        assert_eq!(
-            got, 0,
-            "zeroed block {p:p} (size {size}) has {got:#x} at {i}"
+    let (edges, samples) = touched(size);
+    for (start, end) in edges {
+        // SAFETY: `start <= end <= size`.
+        let got = unsafe { core::slice::from_raw_parts(p.add(start), end - start) };
+        assert!(
+            got.iter().all(|&b| b == 0),
+            "zeroed block {p:p} (size {size}) has {got:02x?} at {start}"
         );
+    }
+    for i in samples {
+        if i < size {
+            // SAFETY: `i < size`.
+            let got = unsafe { p.add(i).read() };
+            assert_eq!(
+                got, 0,
+                "zeroed block {p:p} (size {size}) has {got:#x} at {i}"
+            );
+        }
     }
 }
 
-/// The size to realloc block `b` to, given the input's `new_size`: huge or
-/// over-aligned blocks may move by copying, so their copies are kept small.
+/// Most bytes a reallocation of a huge or over-aligned block may keep: such
+/// a block moves by copying when it becomes a slot (or changes alignment),
+/// and copying megabytes of a mapping's fresh pages costs milliseconds.
+pub const MAX_MAPPING_COPY: usize = 16 * 1024;
+
+/// The size to realloc block `b` to, given the input's `new_size`: a huge
+/// page-aligned block may stay huge (`mremap`, no copy); otherwise the copy
+/// out of a huge or over-aligned block is kept small.
 pub fn realloc_size(b: &Block, new_size: usize) -> usize {
-    if b.size >= HUGE || b.align > 4096 {
-        new_size.min(MAX_SIZE)
+    if b.size >= HUGE && b.align <= 4096 && new_size >= HUGE {
+        new_size
+    } else if b.size >= HUGE || b.align > 4096 {
+        new_size.min(MAX_MAPPING_COPY)
     } else {
         new_size
     }
@@ -154,6 +241,7 @@ pub struct Live {
     shadow: Shadow,
     blocks: Vec<Block>,
     bytes: usize,
+    mappings: usize,
     next_tag: u64,
 }
 
@@ -167,9 +255,15 @@ impl Live {
         }
     }
 
-    /// Whether a block of `size` more bytes fits the bounds.
-    pub fn has_room(&self, size: usize) -> bool {
-        self.blocks.len() < MAX_LIVE && (size >= HUGE || self.bytes + size <= MAX_LIVE_BYTES)
+    /// Whether a block of `size` more bytes aligned to `align` fits the
+    /// bounds.
+    pub fn has_room(&self, size: usize, align: usize) -> bool {
+        self.blocks.len() < MAX_LIVE
+            && if is_mapping(size, align) {
+                self.mappings < MAX_MAPPINGS
+            } else {
+                self.bytes + size <= MAX_LIVE_BYTES
+            }
     }
 
     /// Number of live blocks.
@@ -199,6 +293,9 @@ impl Live {
         self.blocks.push(b);
         if size < HUGE {
             self.bytes += size;
+        }
+        if is_mapping(size, align) {
+            self.mappings += 1;
         }
         // SAFETY: per the contract.
         unsafe { fill(p, size, b.tag) };

@@ -203,6 +203,11 @@ pub fn fill(addr: usize, sc: u32) {
 #[cold]
 #[inline(never)]
 pub fn fail(what: &str, addr: usize) -> ! {
+    // Under cargo-fuzz (--cfg fuzzing) a panic, which the `secure` fuzz target catches.
+    #[allow(unexpected_cfgs)]
+    if cfg!(fuzzing) {
+        panic!("smalloc: {what} at {addr:#018x} (detected by the secure mode)");
+    }
     let mut line = [0u8; 160];
     let mut n = 0;
     let mut put = |bytes: &[u8]| {
