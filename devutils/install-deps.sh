@@ -17,6 +17,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v sort >/dev/null 2>&1 || need+=(coreutils)
 command -v md5sum >/dev/null 2>&1 || need+=(coreutils)
+# The valgrind build's tests run memcheck.
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"

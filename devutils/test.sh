@@ -51,6 +51,13 @@ cargo build --release -p smalloc-ffi --features secure --target-dir target/secur
 cargo nextest run -p smalloc-ffi --features secure --target-dir target/secure --no-fail-fast \
     -E 'binary(secure)'
 
+echo "== valgrind (the valgrind feature): memcheck sees smalloc's blocks, from Rust and from C (preloaded, static)"
+cargo nextest run -p smalloc --features valgrind --target-dir target/valgrind --no-fail-fast \
+    -E 'binary(valgrind)'
+cargo build --release -p smalloc-ffi --features valgrind --target-dir target/valgrind
+cargo nextest run -p smalloc-ffi --features valgrind --target-dir target/valgrind --no-fail-fast \
+    -E 'binary(valgrind)'
+
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list

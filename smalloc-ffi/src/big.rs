@@ -89,6 +89,8 @@ pub fn alloc(size: usize, align: usize) -> *mut c_void {
         unmap(map_start, m.len);
         return crate::errno::enomem();
     }
+    #[cfg(feature = "valgrind")]
+    smalloc_core::valgrind::big_mapped(m, size, size_of::<Header>());
     ptr::with_exposed_provenance_mut(user)
 }
 
@@ -110,6 +112,8 @@ pub unsafe fn free(p: *mut c_void) -> bool {
     }
     // SAFETY: the registry just confirmed (and forgot) our allocation.
     let h = unsafe { header(user).read() };
+    #[cfg(feature = "valgrind")]
+    smalloc_core::valgrind::big_freed(p.cast());
     unmap(h.map_start, h.map_len);
     true
 }
@@ -122,7 +126,13 @@ pub unsafe fn usable_size(p: *const c_void) -> usize {
     let user = p.addr();
     // SAFETY: per the contract.
     let h = unsafe { header(user).read() };
-    h.map_start + h.map_len - user
+    let room = h.map_start + h.map_len - user;
+    // Under memcheck, the block as it knows it: the rest is no-access.
+    #[cfg(feature = "valgrind")]
+    if let Some(n) = smalloc_core::valgrind::block_size_within(p.cast(), room) {
+        return n;
+    }
+    room
 }
 
 /// Resizes the big allocation `p` to `size` bytes (`size > 0`), keeping
@@ -141,6 +151,13 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         return crate::errno::enomem();
     };
     if new_len <= h.map_len {
+        #[cfg(feature = "valgrind")]
+        smalloc_core::valgrind::resized_within(
+            p.cast(),
+            None,
+            size,
+            h.map_start + h.map_len - user,
+        );
         // Shrinking (or staying): drop the tail pages in place.
         raw::shrink_block(
             ptr::with_exposed_provenance_mut(h.map_start),
@@ -155,6 +172,8 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     // which keeps alignments up to the page size; larger ones may only grow
     // in place.
     let may_move = h.align <= page;
+    #[cfg(feature = "valgrind")]
+    let block = smalloc_core::valgrind::block_size_within(p.cast(), h.map_start + h.map_len - user);
     let old: *mut u8 = ptr::with_exposed_provenance_mut(h.map_start);
     if let Some(q) = raw::remap_block(old, h.map_len, new_len, may_move) {
         let new_start = q.expose_provenance();
@@ -166,6 +185,13 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
             (*nh).map_len = new_len;
         }
         big_registry::replace(user, new_user);
+        #[cfg(feature = "valgrind")]
+        smalloc_core::valgrind::big_moved(
+            p.cast(),
+            ptr::with_exposed_provenance_mut(new_user),
+            block.unwrap_or(0),
+            size,
+        );
         return ptr::with_exposed_provenance_mut(new_user);
     }
     if may_move {
@@ -177,11 +203,7 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         // SAFETY: distinct live allocations; the old one holds
         // `usable_size(p)` bytes and the new one more than that.
         unsafe {
-            ptr::copy_nonoverlapping(
-                p.cast::<u8>(),
-                q.cast::<u8>(),
-                h.map_start + h.map_len - user,
-            );
+            ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), usable_size(p));
             free(p);
         }
     }

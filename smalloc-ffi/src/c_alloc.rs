@@ -151,6 +151,8 @@ pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         // of 1 MiB or more moves to a smaller slot.
         let slot = raw::slot_size(p.cast());
         if size.wrapping_sub(1) < slot && !raw::shrink_leaves_slot(slot, size) {
+            #[cfg(feature = "valgrind")]
+            smalloc_core::valgrind::resized(p.cast(), None, size);
             return p;
         }
         // SAFETY: `p` is a live slot of ours.
@@ -228,6 +230,12 @@ pub unsafe fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void
 #[inline(always)]
 pub unsafe fn usable_size(p: *mut c_void) -> usize {
     if raw::owns(p.cast()) {
+        // Under memcheck, the block as it knows it (as its own
+        // malloc_usable_size says): the rest of the slot is no-access.
+        #[cfg(feature = "valgrind")]
+        if let Some(n) = smalloc_core::valgrind::block_size(p.cast()) {
+            return n;
+        }
         return raw::slot_size(p.cast());
     }
     // SAFETY: per the contract.

@@ -68,7 +68,11 @@ fn map_len(size: usize) -> Option<usize> {
 /// Maps a new big allocation. Null when the OS refuses or the size overflows.
 #[cold]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
-    map_block(size, align, 0).map_or(ptr::null_mut(), |m| m.block)
+    map_block(size, align, 0).map_or(ptr::null_mut(), |m| {
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::big_mapped(m, size, 0);
+        m.block
+    })
 }
 
 /// A mapping made by [`map_block`].
@@ -132,6 +136,8 @@ fn map_new(size: usize, align: usize, below: usize) -> Option<Mapped> {
 /// `p` came from [`alloc`] (or [`realloc`]) with this `size`.
 #[cold]
 pub unsafe fn dealloc(p: *mut u8, size: usize) {
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::big_freed(p);
     if let Some(len) = map_len(size) {
         unmap_block(p, len);
     }
@@ -148,15 +154,22 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
         return ptr::null_mut();
     };
     if old_len == new_len {
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::big_moved(p, p, old_size, new_size);
         return p;
     }
     if align <= sys::page_size() {
         // The kernel moves page tables instead of copying bytes.
-        return remap_block(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
+        let q = remap_block(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::big_moved(p, q, old_size, new_size);
+        return q;
     }
     if new_len < old_len {
         // Shrinking keeps the aligned start: drop the tail.
         shrink_block(p, old_len, new_len);
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::big_moved(p, p, old_size, new_size);
         return p;
     }
     let q = alloc(new_size, align);

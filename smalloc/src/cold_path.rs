@@ -34,10 +34,15 @@ use crate::{ownership, private_list, purge, reservation, sys};
 /// was never handed out before.
 type Got = (*mut u8, bool);
 
-/// `got` counted as an allocation (the `counters` feature).
+/// `got` counted as an allocation (the `counters` feature), handed out for
+/// `req`.
 #[inline(always)]
-fn counted(got: Got) -> Got {
+fn counted(got: Got, req: Request) -> Got {
     counters::alloc(got.0);
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::allocated(got.0, req.size);
+    #[cfg(not(feature = "valgrind"))]
+    let _ = req;
     #[cfg(feature = "secure")]
     if !got.1 && !got.0.is_null() {
         crate::secure::handed_out(got.0.addr());
@@ -54,7 +59,12 @@ fn counted(got: Got) -> Got {
 fn sampled(sc: u32, req: Request) -> Option<Got> {
     #[cfg(feature = "profile")]
     if home_slab::current() != 0 && crate::profile::due(req.size) {
-        return crate::profile::sample_new(sc, req.size);
+        let got = crate::profile::sample_new(sc, req.size);
+        #[cfg(feature = "valgrind")]
+        if let Some(got) = got {
+            crate::valgrind::allocated(got.0, req.size);
+        }
+        return got;
     }
     #[cfg(not(feature = "profile"))]
     let _ = (sc, req);
@@ -97,7 +107,7 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
     }
     let owned = home_slab::owned();
     if is_owner(owned) {
-        return counted(owner_refill(home_slab::owned_slab(owned), sc));
+        return counted(owner_refill(home_slab::owned_slab(owned), sc), req);
     }
     let current = home_slab::current();
     if current == 0 {
@@ -107,10 +117,10 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
     let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
     if home_slab::may_own(current) {
         if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc));
+            return counted(owner_refill(owned, sc), req);
         }
     }
-    counted(shared_alloc(base, slab, sc))
+    counted(shared_alloc(base, slab, sc), req)
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -124,7 +134,7 @@ pub fn alloc_large(sc: u32, req: Request) -> Got {
     let owned = home_slab::owned();
     if is_owner(owned) {
         if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return counted(got);
+            return counted(got, req);
         }
     }
     let current = home_slab::current();
@@ -133,7 +143,7 @@ pub fn alloc_large(sc: u32, req: Request) -> Got {
     }
     let addr = home_slab::slab_addr(current);
     let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
-    counted(got)
+    counted(got, req)
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
@@ -637,6 +647,12 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
 /// since.
 #[inline(never)]
 pub unsafe fn dealloc(p: *mut u8) {
+    // Memcheck is told; `p` waits in the quarantine and the slot it pushes
+    // out, if any, goes back to its list instead.
+    #[cfg(feature = "valgrind")]
+    let Some(p) = crate::valgrind::freed(p) else {
+        return;
+    };
     let addr = p.addr();
     let sc = layout::sc_of(addr);
     let cell = SlotLink::freed(addr, sc);

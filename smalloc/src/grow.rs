@@ -157,6 +157,8 @@ pub unsafe fn realloc_slot(
             || !moves_on_shrink(cur_sc, new_sc)
             || (old_size.is_none() && c_keeps_doubling_block(slot, new_size)))
     {
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::resized(p, old_size, new_size);
         return p;
     }
     let (q, keep) = if new_sc > MAX_SC {
@@ -170,6 +172,9 @@ pub unsafe fn realloc_slot(
         // Shrinking: the smaller slot holds exactly what is kept.
         (hot_path::alloc(new_sc, req).0, new_size)
     };
+    // Memcheck knows the block's size when the front end does not.
+    #[cfg(feature = "valgrind")]
+    let keep = crate::valgrind::copy_len(p, old_size, keep);
     if !q.is_null() {
         // SAFETY: `q` is a new block of at least `keep` bytes, the smaller of
         // the two sizes; the caller owns `p`, a slot.
@@ -179,6 +184,8 @@ pub unsafe fn realloc_slot(
         }
     } else if new_sc <= cur_sc {
         // No smaller slot to be had: the block fits where it is.
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::resized(p, old_size, new_size);
         return p;
     }
     q

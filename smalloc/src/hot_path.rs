@@ -65,9 +65,7 @@ pub(crate) fn link_cell(addr: usize) -> &'static AtomicU32 {
 /// [`BAD_LINK`](crate::free_list::BAD_LINK) if its check fails).
 #[inline(always)]
 pub(crate) fn read_link(addr: usize) -> u32 {
-    // Relaxed: ordered by the lists' own synchronization (see free_list and
-    // private_list); a stale read on the shared list is caught there.
-    let word = link_cell(addr).load(Ordering::Relaxed);
+    let word = load_link_word(addr);
     #[cfg(feature = "secure")]
     {
         // Relaxed: as the link.
@@ -83,8 +81,7 @@ pub(crate) fn read_link(addr: usize) -> u32 {
 /// program.
 #[inline(always)]
 pub(crate) fn follow_link(addr: usize) -> u32 {
-    // Relaxed: as in `read_link`; no stale reads here.
-    let word = link_cell(addr).load(Ordering::Relaxed);
+    let word = load_link_word(addr);
     #[cfg(feature = "secure")]
     {
         // Relaxed: as the link.
@@ -96,6 +93,23 @@ pub(crate) fn follow_link(addr: usize) -> u32 {
     }
     #[cfg(not(feature = "secure"))]
     word
+}
+
+/// The link word of the free slot at `addr` as stored (encoded in the
+/// secure mode).
+#[inline(always)]
+fn load_link_word(addr: usize) -> u32 {
+    // Relaxed: ordered by the lists' own synchronization (see free_list and
+    // private_list); a stale read on the shared list is caught there.
+    #[cfg(not(feature = "valgrind"))]
+    return link_cell(addr).load(Ordering::Relaxed);
+    // Free slots are no-access to memcheck; a stale read may see a live
+    // block's undefined bytes (its compare-and-swap then fails).
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::defined_word(crate::valgrind::quiet(|| {
+        // Relaxed: as above.
+        link_cell(addr).load(Ordering::Relaxed)
+    }))
 }
 
 /// Stops the program: the free slot at `addr` holds a link that fails its
@@ -152,11 +166,17 @@ impl LinkCell for SlotLink {
             // SAFETY: the caller owns the slot.
             unsafe { link_cell(self.addr).store_link(word) };
         }
-        #[cfg(not(feature = "secure"))]
+        #[cfg(all(not(feature = "secure"), not(feature = "valgrind")))]
         // SAFETY: the caller owns the slot.
         unsafe {
             link_cell(self.addr).store_link(link)
         };
+        // A free slot is no-access to memcheck.
+        #[cfg(feature = "valgrind")]
+        crate::valgrind::quiet(|| {
+            // SAFETY: the caller owns the slot.
+            unsafe { link_cell(self.addr).store_link(link) }
+        });
     }
 }
 
@@ -285,7 +305,7 @@ impl LinkStore for TableLinks {
 /// feature). Without the feature it is zero-sized: no path carries anything.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
-    #[cfg(feature = "profile")]
+    #[cfg(any(feature = "profile", feature = "valgrind"))]
     pub(crate) size: usize,
 }
 
@@ -293,10 +313,10 @@ impl Request {
     /// A request of `size` bytes.
     #[inline(always)]
     pub fn new(size: usize) -> Request {
-        #[cfg(not(feature = "profile"))]
+        #[cfg(not(any(feature = "profile", feature = "valgrind")))]
         let _ = size;
         Request {
-            #[cfg(feature = "profile")]
+            #[cfg(any(feature = "profile", feature = "valgrind"))]
             size,
         }
     }
@@ -353,7 +373,9 @@ pub fn alloc_hot(index: usize, req: Request) -> Option<*mut u8> {
     if crate::profile::due(req.size) {
         return Some(crate::profile::sample_hot(p, req.size));
     }
-    #[cfg(not(feature = "profile"))]
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::allocated(p, req.size);
+    #[cfg(not(any(feature = "profile", feature = "valgrind")))]
     let _ = req;
     Some(p)
 }
@@ -379,6 +401,10 @@ pub unsafe fn dealloc(p: *mut u8) {
 /// by [`alloc`] and not freed since.
 #[inline(always)]
 pub unsafe fn free_owned(p: *mut u8) -> bool {
+    // Memcheck's bookkeeping and the quarantine are on the cold path.
+    if cfg!(feature = "valgrind") {
+        return false;
+    }
     let block = home_slab::owned();
     // A slot's offset from the owned slab's private block, in regions, is
     // its size class minus one; any other address (another slab, another

@@ -22,13 +22,18 @@
 //! * Free lists link slots by *link*: a slot's offset in its region in
 //!   4-byte units, plus one ([`link_of`]); 0 ends a list.
 //!
-//! Under Miri the geometry shrinks (a terabyte reservation is not possible
-//! there), and under ThreadSanitizer the regions do (see [`REGION_BITS`]),
-//! but every formula stays the same.
+//! Under Miri and in the `valgrind` build the geometry shrinks (a terabyte
+//! reservation is not possible there), and under ThreadSanitizer the regions
+//! do (see [`REGION_BITS`]), but every formula stays the same.
 
 /// Number of address bits of one (slab, size class) region.
-#[cfg(not(any(miri, smalloc_tsan)))]
+#[cfg(not(any(miri, smalloc_tsan, feature = "valgrind")))]
 pub const REGION_BITS: u32 = 34;
+/// Number of address bits of one (slab, size class) region in the
+/// `valgrind` build: memcheck keeps state for every 64 KiB of a mapping, so
+/// an 8 TiB reservation costs it gigabytes; 32 GiB costs it little.
+#[cfg(all(feature = "valgrind", not(miri)))]
+pub const REGION_BITS: u32 = 26;
 /// Number of address bits of one (slab, size class) region.
 #[cfg(miri)]
 pub const REGION_BITS: u32 = 18;
@@ -37,12 +42,15 @@ pub const REGION_BITS: u32 = 18;
 /// TSan serves application mappings only from a few fixed ranges of a few
 /// TiB, which an 8 TiB reservation aligned to 8 TiB does not fit; 2 TiB
 /// does. Only the slot counts change (the size classes stay).
-#[cfg(all(smalloc_tsan, not(miri)))]
+#[cfg(all(smalloc_tsan, not(miri), not(feature = "valgrind")))]
 pub const REGION_BITS: u32 = 32;
 
 /// Largest size class: slots of `2^MAX_SC` bytes (2 GiB).
-#[cfg(not(miri))]
+#[cfg(not(any(miri, feature = "valgrind")))]
 pub const MAX_SC: u32 = 31;
+/// Largest size class in the `valgrind` build (32 MiB slots).
+#[cfg(all(feature = "valgrind", not(miri)))]
+pub const MAX_SC: u32 = 25;
 /// Largest size class under Miri.
 #[cfg(miri)]
 pub const MAX_SC: u32 = 15;

@@ -50,6 +50,12 @@ mod secure;
 pub mod stats;
 mod sys;
 mod trim;
+#[cfg(feature = "valgrind")]
+#[doc(hidden)]
+pub mod valgrind;
+
+#[cfg(all(feature = "valgrind", any(feature = "secure", feature = "profile")))]
+compile_error!("the valgrind feature is not combined with secure or profile");
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;

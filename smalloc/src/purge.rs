@@ -67,6 +67,9 @@ pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
         // aligned; nobody else has it.
         unsafe { clear(p, size) };
     }
+    // Cleared by writes, by the kernel (released pages), or never written.
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::defined(p, size);
     p
 }
 

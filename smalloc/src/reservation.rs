@@ -49,6 +49,10 @@ pub fn init() -> Option<usize> {
         match BASE.compare_exchange(UNINIT, mark, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 let base = reserve();
+                #[cfg(feature = "valgrind")]
+                if let Some(base) = base {
+                    crate::valgrind::reserved(base);
+                }
                 #[cfg(feature = "secure")]
                 crate::secure::init();
                 // Release: publishes the reservation with its address.
