@@ -54,6 +54,14 @@ cargo nextest run -p smalloc-ffi --features secure --target-dir target/secure --
 echo "== valgrind (the valgrind feature): memcheck sees smalloc's blocks, from Rust and from C (preloaded, static)"
 cargo nextest run -p smalloc --features valgrind --target-dir target/valgrind --no-fail-fast \
     -E 'binary(valgrind)'
+if command -v valgrind >/dev/null; then
+    echo "== the core's tests that do not count on reuse order, under memcheck (any error fails them)"
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind -q --redzone-size=0 --error-exitcode=99" \
+        cargo nextest run -p smalloc --features valgrind --target-dir target/valgrind --no-fail-fast \
+        -E 'binary(shadow_model) | binary(threads) | binary(first_alloc_race) | binary(thread_churn) | binary(big) | binary(vec_growth)'
+else
+    echo "== SKIPPED: the core's tests under memcheck: valgrind is not installed"
+fi
 cargo build --release -p smalloc-ffi --features valgrind --target-dir target/valgrind
 cargo nextest run -p smalloc-ffi --features valgrind --target-dir target/valgrind --no-fail-fast \
     -E 'binary(valgrind)'
@@ -78,12 +86,16 @@ if bash devutils/install-verify-deps.sh; then
     MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-weak-memory-emulation" \
         cargo +nightly miri nextest run -p smalloc --target-dir target/miri --no-fail-fast \
         -E 'kind(lib) or binary(failover) or binary(first_alloc_race) or binary(growers) or binary(zeroed) or binary(cross_slab_reuse) or binary(ownership)'
-    for target in global_alloc c_api; do
-        echo "== fuzz $target for ${FUZZ_SECONDS:-20}s (the committed seeds, then new inputs)"
+    # Four targets, 10 s each (as devutils/verify.sh runs them, shorter).
+    for target in global_alloc c_api secure threads; do
+        echo "== fuzz $target for ${FUZZ_SECONDS:-10}s (the committed seeds, then new inputs)"
         mkdir -p "target/fuzz-corpus/$target"
-        (cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo +nightly fuzz run -a "$target" \
-            "../target/fuzz-corpus/$target" "seeds/$target" -- \
-            -max_total_time="${FUZZ_SECONDS:-20}" -rss_limit_mb=4096 -max_len=4096 \
+        features=""
+        [ "$target" = secure ] && features="--features secure"
+        # shellcheck disable=SC2086
+        (cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo +nightly fuzz run -a -s none $features \
+            "$target" "../target/fuzz-corpus/$target" "seeds/$target" -- \
+            -max_total_time="${FUZZ_SECONDS:-10}" -rss_limit_mb=4096 -max_len=1024 \
             -artifact_prefix="../target/fuzz-artifacts-$target-")
     done
 else

@@ -402,7 +402,8 @@ pub unsafe fn dealloc(p: *mut u8) {
 #[inline(always)]
 pub unsafe fn free_owned(p: *mut u8) -> bool {
     // Memcheck's bookkeeping and the quarantine are on the cold path.
-    if cfg!(feature = "valgrind") {
+    #[cfg(feature = "valgrind")]
+    if crate::valgrind::active() {
         return false;
     }
     let block = home_slab::owned();

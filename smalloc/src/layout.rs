@@ -48,9 +48,10 @@ pub const REGION_BITS: u32 = 32;
 /// Largest size class: slots of `2^MAX_SC` bytes (2 GiB).
 #[cfg(not(any(miri, feature = "valgrind")))]
 pub const MAX_SC: u32 = 31;
-/// Largest size class in the `valgrind` build (32 MiB slots).
+/// Largest size class in the `valgrind` build (8 MiB slots, eight to a
+/// region, as the default build's 2 GiB slots are).
 #[cfg(all(feature = "valgrind", not(miri)))]
-pub const MAX_SC: u32 = 25;
+pub const MAX_SC: u32 = 23;
 /// Largest size class under Miri.
 #[cfg(miri)]
 pub const MAX_SC: u32 = 15;

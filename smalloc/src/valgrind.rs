@@ -20,11 +20,11 @@
 //!   reason).
 //!
 //! The requests are valgrind's client-request instruction sequence, which
-//! does nothing on a real CPU: the feature's library also runs outside
-//! valgrind, only slower. The requests' numbers are valgrind's ABI
-//! (valgrind.h, memcheck.h).
+//! does nothing on a real CPU; outside valgrind (asked once) none is made, and the feature's library differs from the
+//! default one only by its geometry and a test per allocation and free. The
+//! requests' numbers are valgrind's ABI (valgrind.h, memcheck.h).
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::layout::{self, MIN_SC, NUM_SLABS};
 
@@ -42,9 +42,46 @@ const CHECK_MEM_IS_ADDRESSABLE: usize = MC_BASE + 4;
 /// Freed blocks held back from reuse.
 pub const QUARANTINE: usize = 1024;
 
-/// Sends a client request; returns `default` when not under valgrind.
+/// Whether the process runs under valgrind: [`UNKNOWN`] until first asked,
+/// then [`NO`] or [`YES`]; so that outside valgrind the feature's library
+/// makes no requests and frees on the hot path.
+static ACTIVE: AtomicU8 = AtomicU8::new(UNKNOWN);
+const UNKNOWN: u8 = 0;
+const NO: u8 = 1;
+const YES: u8 = 2;
+
+/// Whether the process runs under valgrind.
+#[inline(always)]
+pub fn active() -> bool {
+    // Relaxed: every thread that asks stores the same answer.
+    match ACTIVE.load(Ordering::Relaxed) {
+        YES => true,
+        NO => false,
+        _ => ask(),
+    }
+}
+
+/// Asks valgrind whether it runs the process (RUNNING_ON_VALGRIND).
+#[cold]
+fn ask() -> bool {
+    let yes = raw_request(0x1001, 0, 0, 0, 0, 0) != 0;
+    // Relaxed: as in `active`.
+    ACTIVE.store(if yes { YES } else { NO }, Ordering::Relaxed);
+    yes
+}
+
+/// Sends a client request under valgrind; returns `default` otherwise.
 #[inline(always)]
 fn request(code: usize, a1: usize, a2: usize, a3: usize, a4: usize, default: usize) -> usize {
+    if !active() {
+        return default;
+    }
+    raw_request(code, a1, a2, a3, a4, default)
+}
+
+/// Sends a client request; returns `default` when not under valgrind.
+#[inline(always)]
+fn raw_request(code: usize, a1: usize, a2: usize, a3: usize, a4: usize, default: usize) -> usize {
     let args = [code, a1, a2, a3, a4, 0];
     let result;
     // SAFETY: on a real CPU the four rotations of rdi add up to 128 bits
@@ -116,11 +153,6 @@ fn addressable(addr: usize) -> bool {
     quiet(|| request(CHECK_MEM_IS_ADDRESSABLE, addr, 1, 0, 0, 0)) == 0
 }
 
-/// Whether the process runs under valgrind.
-fn running() -> bool {
-    request(0x1001, 0, 0, 0, 0, 0) != 0
-}
-
 /// The requested size of the live block at the start of the slot at `p`
 /// (the C front end does not know it): the block is addressable, the rest
 /// of its slot is not. `None` outside valgrind.
@@ -131,7 +163,7 @@ pub fn block_size(p: *const u8) -> Option<usize> {
 /// The size of the live block at `p`, which the `room` bytes from `p`
 /// hold: its addressable start. `None` outside valgrind.
 pub fn block_size_within(p: *const u8, room: usize) -> Option<usize> {
-    if !running() {
+    if !active() {
         return None;
     }
     let slot = room;
@@ -172,7 +204,7 @@ pub fn copy_len(p: *const u8, old_size: Option<usize>, keep: usize) -> usize {
 /// to its list; a pointer that is not a live block, none.
 pub fn freed(p: *mut u8) -> Option<*mut u8> {
     // Outside valgrind, no quarantine: frees as the default build does.
-    if !running() {
+    if !active() {
         return Some(p);
     }
     let addr = p.addr();

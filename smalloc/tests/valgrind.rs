@@ -134,7 +134,7 @@ fn scenario_clean() {
         let z = vec![0u64; 5000];
         assert!(z.iter().all(|&x| x == 0));
     }
-    // A big block (past the valgrind build's 32 MiB slots), grown by mremap.
+    // A big block (past the valgrind build's 8 MiB slots), grown by mremap.
     let mut big = vec![5u8; 40 << 20];
     big.resize(80 << 20, 6);
     assert_eq!(big[(40 << 20) - 1], 5);
