@@ -302,6 +302,19 @@ pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
     out
 }
 
+/// Whether valgrind can be run; when not, prints a line saying the test
+/// that asked is skipped.
+pub fn have_valgrind() -> bool {
+    let ok = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: valgrind is not installed (apt-get install valgrind)");
+    }
+    ok
+}
+
 /// Resident set size of this process in bytes (from /proc/self/statm).
 pub fn rss_bytes() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

@@ -13,18 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::*;
-
-/// Whether valgrind can be run; prints why not.
-fn have_valgrind() -> bool {
-    let ok = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED: valgrind is not installed (apt-get install valgrind)");
-    }
-    ok
-}
+use devutils::have_valgrind;
 
 /// How smalloc is used by the program.
 #[derive(Clone, Copy, PartialEq)]

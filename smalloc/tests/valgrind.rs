@@ -14,6 +14,7 @@ use std::hint::black_box;
 use std::process::Command;
 use std::ptr;
 
+use devutils::have_valgrind;
 use smalloc::Smalloc;
 
 #[global_allocator]
@@ -22,18 +23,6 @@ static A: Smalloc = Smalloc::new();
 /// Whether this process is a scenario's child.
 fn in_child() -> bool {
     std::env::var_os("SMALLOC_VALGRIND_CHILD").is_some()
-}
-
-/// Whether valgrind can be run; prints why not.
-fn have_valgrind() -> bool {
-    let ok = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED: valgrind is not installed (apt-get install valgrind)");
-    }
-    ok
 }
 
 /// memcheck's report of scenario `name` (its stderr, then the scenario's
