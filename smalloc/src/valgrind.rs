@@ -29,6 +29,7 @@ use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::layout::{self, MIN_SC, NUM_SLABS};
 
 /// valgrind's request numbers (valgrind.h).
+const RUNNING_ON_VALGRIND: usize = 0x1001;
 const MALLOCLIKE_BLOCK: usize = 0x1301;
 const FREELIKE_BLOCK: usize = 0x1302;
 const RESIZEINPLACE_BLOCK: usize = 0x130b;
@@ -61,10 +62,10 @@ pub fn active() -> bool {
     }
 }
 
-/// Asks valgrind whether it runs the process (RUNNING_ON_VALGRIND).
+/// Asks valgrind whether it runs the process.
 #[cold]
 fn ask() -> bool {
-    let yes = raw_request(0x1001, 0, 0, 0, 0, 0) != 0;
+    let yes = raw_request(RUNNING_ON_VALGRIND, 0, 0, 0, 0, 0) != 0;
     // Relaxed: as in `active`.
     ACTIVE.store(if yes { YES } else { NO }, Ordering::Relaxed);
     yes
