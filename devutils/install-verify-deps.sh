@@ -2,8 +2,9 @@
 # What devutils/verify.sh (and the Miri and fuzz steps of devutils/test.sh)
 # need beyond the stable toolchain: a nightly toolchain with Miri and the
 # standard library's sources (Miri's sysroot, -Zbuild-std for
-# ThreadSanitizer), cargo-fuzz, cargo-nextest and llvm-symbolizer (names in
-# ThreadSanitizer reports and suppressions). Idempotent.
+# ThreadSanitizer) and llvm-tools (llvm-cov for the fuzz targets' coverage),
+# cargo-fuzz, cargo-nextest and llvm-symbolizer (names in ThreadSanitizer
+# reports and suppressions). Idempotent.
 set -euo pipefail
 
 if ! rustup toolchain list | grep -q '^nightly'; then
@@ -11,10 +12,12 @@ if ! rustup toolchain list | grep -q '^nightly'; then
     rustup toolchain install nightly --profile minimal
 fi
 installed=$(rustup component list --toolchain nightly --installed)
-for c in miri rust-src; do
+for c in miri rust-src llvm-tools; do
     if ! grep -q "^$c" <<<"$installed"; then
         echo "== installing nightly component $c"
-        rustup component add --toolchain nightly "$c"
+        # (Older toolchains name llvm-tools llvm-tools-preview.)
+        rustup component add --toolchain nightly "$c" ||
+            rustup component add --toolchain nightly "$c-preview"
     fi
 done
 # Builds Miri's sysroot once (quiet when it is up to date).

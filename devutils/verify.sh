@@ -6,14 +6,18 @@
 #            non-vacuity build that must find the ABA bug
 #   miri     the core crate's test suite under Miri (undefined behaviour)
 #   tsan     the multi-threaded tests under ThreadSanitizer
-#   fuzz     the two cargo-fuzz targets (GlobalAlloc, C entry points)
+#   fuzz     the four cargo-fuzz targets (GlobalAlloc, C entry points, the
+#            secure mode's checks, four threads interleaved by the input)
+#   coverage what the fuzz step's corpora cover of smalloc/src (llvm-cov)
 #   stress   the stress example with 2x and 16x as many threads as cores
 #
 # Usage: devutils/verify.sh [--long] [STEP...]
 #   default budgets: fuzz 60 s per target, stress 60 s per thread count
-#   --long:          fuzz 600 s per target, stress 600 s per thread count
+#   --long:          fuzz 10,000,000 executions per target (at most 3600 s
+#                    each), stress 600 s per thread count
 #   STEP...:         run only these steps (default: all, in the order above)
-# Budgets can also be set directly: FUZZ_SECONDS, STRESS_SECONDS.
+# Budgets can also be set directly: FUZZ_SECONDS, FUZZ_RUNS (0: no limit),
+# STRESS_SECONDS.
 # Build products go to $VERIFY_TARGET_DIR (default target/verify).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,18 +28,18 @@ steps=()
 for a in "$@"; do
     case "$a" in
     --long) long=1 ;;
-    loom | miri | tsan | fuzz | stress) steps+=("$a") ;;
+    loom | miri | tsan | fuzz | coverage | stress) steps+=("$a") ;;
     *)
         sed -n '2,/^set -euo/p' "$0" | sed '$d'
         exit 2
         ;;
     esac
 done
-[ ${#steps[@]} -eq 0 ] && steps=(loom miri tsan fuzz stress)
+[ ${#steps[@]} -eq 0 ] && steps=(loom miri tsan fuzz coverage stress)
 if [ $long -eq 1 ]; then
-    : "${FUZZ_SECONDS:=600}" "${STRESS_SECONDS:=600}"
+    : "${FUZZ_SECONDS:=3600}" "${FUZZ_RUNS:=10000000}" "${STRESS_SECONDS:=600}"
 else
-    : "${FUZZ_SECONDS:=60}" "${STRESS_SECONDS:=60}"
+    : "${FUZZ_SECONDS:=60}" "${FUZZ_RUNS:=0}" "${STRESS_SECONDS:=60}"
 fi
 T=${VERIFY_TARGET_DIR:-$root/target/verify}
 case "$T" in /*) ;; *) T=$root/$T ;; esac
@@ -86,15 +90,50 @@ run_tsan() {
         -E 'binary(threads) | binary(first_alloc_race) | binary(shadow_model) | binary(ownership)'
 }
 
+# The fuzz targets, and the cargo-fuzz options of each (docs/verification.md):
+# -a, the core's debug assertions; -s none, no ASan (smalloc's blocks are
+# its own mappings, which ASan does not watch; it would halve the speed).
+fuzz_targets=(global_alloc c_api secure threads)
+fuzz_flags() {
+    case "$1" in
+    secure) echo "-a -s none --features secure" ;;
+    *) echo "-a -s none" ;;
+    esac
+}
+
 run_fuzz() {
-    for target in global_alloc c_api; do
-        echo "== fuzz $target for ${FUZZ_SECONDS}s"
+    for target in "${fuzz_targets[@]}"; do
+        echo "== fuzz $target for ${FUZZ_SECONDS}s or $FUZZ_RUNS executions (0: no limit)"
         # New inputs go to a scratch corpus; the committed seeds are read only.
         mkdir -p "$T/fuzz-corpus/$target"
-        (cd fuzz && CARGO_TARGET_DIR="$T/fuzz" cargo +nightly fuzz run -a "$target" \
-            "$T/fuzz-corpus/$target" "seeds/$target" -- \
-            -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 -max_len=4096 \
+        # shellcheck disable=SC2046
+        (cd fuzz && CARGO_TARGET_DIR="$T/fuzz" cargo +nightly fuzz run $(fuzz_flags "$target") \
+            "$target" "$T/fuzz-corpus/$target" "seeds/$target" -- \
+            -max_total_time="$FUZZ_SECONDS" -runs="$FUZZ_RUNS" -rss_limit_mb=4096 -max_len=1024 \
             -print_final_stats=1 -artifact_prefix="$T/fuzz-artifacts-$target-")
+    done
+}
+
+run_coverage() {
+    echo "== coverage of smalloc/src by each target's corpus (scratch corpus and seeds)"
+    llvm_cov="$(rustc +nightly --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin/llvm-cov"
+    for target in "${fuzz_targets[@]}"; do
+        mkdir -p "$T/fuzz-corpus/$target"
+        # cargo fuzz coverage reads one corpus directory: merge both.
+        corpus="$T/fuzz-coverage-corpus/$target"
+        rm -rf "$corpus" && mkdir -p "$corpus"
+        cp "$T/fuzz-corpus/$target"/. "fuzz/seeds/$target"/. -t "$corpus" -r
+        # shellcheck disable=SC2046
+        (cd fuzz && cargo +nightly fuzz coverage --target-dir "$T/fuzz-cov" \
+            $(fuzz_flags "$target" | sed 's/-s none//') "$target" "$corpus" \
+            >"$T/fuzz-coverage-$target.log" 2>&1) ||
+            { tail -20 "$T/fuzz-coverage-$target.log"; exit 1; }
+        echo "== coverage: $target ($(find "$corpus" -type f | wc -l) inputs)"
+        "$llvm_cov" report \
+            "$T/fuzz-cov/x86_64-unknown-linux-gnu/release/$target" \
+            -instr-profile="fuzz/coverage/$target/coverage.profdata" \
+            -ignore-filename-regex='/(\.cargo|\.rustup|rustc|fuzz|devutils|smalloc-ffi)/' |
+            sed "s|$root/||"
     done
 }
 

@@ -1,7 +1,7 @@
 //! Fuzzes smalloc's `GlobalAlloc` from several threads driven by one input:
 //! the fuzzer's own thread and three workers (spawned once, kept across
 //! inputs), each with its own home slab. The input is a sequence of
-//! segments, each naming a thread and up to eight operations (alloc /
+//! segments, each naming a thread and up to sixteen operations (alloc /
 //! alloc_zeroed / dealloc / realloc, as in `global_alloc`, and rarely the
 //! thread's exit); the threads run the segments one at a time, in the
 //! input's order, handing the turn over through an atomic, so the
@@ -268,16 +268,16 @@ fn run_segment(pool: &Pool, seg: u64) -> bool {
     exit
 }
 
-/// Decodes the input into segments of at most eight operations, merging
+/// Decodes the input into segments of at most sixteen operations, merging
 /// consecutive segments of one thread. A segment's first byte names the
-/// thread (low two bits) and the number of operations (next three).
+/// thread (low two bits) and the number of operations (next four).
 fn decode(data: &[u8], m: &mut Model) {
     let mut input = Input::new(data);
     let mut exits = 0;
     'input: while let Some(h) = input.byte() {
         let actor = h as usize % ACTORS;
         let start = m.ops.len();
-        for _ in 0..=(h >> 2) & 7 {
+        for _ in 0..=(h >> 2) & 15 {
             let Some(op) = input.byte() else { break 'input };
             let op = match op % 8 {
                 0..=2 => {
