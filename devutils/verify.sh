@@ -16,7 +16,7 @@
 #   --long:          fuzz 10,000,000 executions per target (at most 3600 s
 #                    each), stress 600 s per thread count
 #   STEP...:         run only these steps (default: all, in the order above)
-# Budgets can also be set directly: FUZZ_SECONDS, FUZZ_RUNS (0: no limit),
+# Budgets can also be set directly: FUZZ_SECONDS, FUZZ_RUNS (-1: no limit),
 # STRESS_SECONDS.
 # Build products go to $VERIFY_TARGET_DIR (default target/verify).
 set -euo pipefail
@@ -39,7 +39,7 @@ done
 if [ $long -eq 1 ]; then
     : "${FUZZ_SECONDS:=3600}" "${FUZZ_RUNS:=10000000}" "${STRESS_SECONDS:=600}"
 else
-    : "${FUZZ_SECONDS:=60}" "${FUZZ_RUNS:=0}" "${STRESS_SECONDS:=60}"
+    : "${FUZZ_SECONDS:=60}" "${FUZZ_RUNS:=-1}" "${STRESS_SECONDS:=60}"
 fi
 T=${VERIFY_TARGET_DIR:-$root/target/verify}
 case "$T" in /*) ;; *) T=$root/$T ;; esac
@@ -103,7 +103,7 @@ fuzz_flags() {
 
 run_fuzz() {
     for target in "${fuzz_targets[@]}"; do
-        echo "== fuzz $target for ${FUZZ_SECONDS}s or $FUZZ_RUNS executions (0: no limit)"
+        echo "== fuzz $target for ${FUZZ_SECONDS}s or $FUZZ_RUNS executions (-1: no limit)"
         # New inputs go to a scratch corpus; the committed seeds are read only.
         mkdir -p "$T/fuzz-corpus/$target"
         # shellcheck disable=SC2046
