@@ -204,7 +204,6 @@ pub fn fill(addr: usize, sc: u32) {
 #[inline(never)]
 pub fn fail(what: &str, addr: usize) -> ! {
     // Under cargo-fuzz (--cfg fuzzing) a panic, which the `secure` fuzz target catches.
-    #[allow(unexpected_cfgs)]
     if cfg!(fuzzing) {
         panic!("smalloc: {what} at {addr:#018x} (detected by the secure mode)");
     }
