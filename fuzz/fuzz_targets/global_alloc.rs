@@ -10,8 +10,7 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use libfuzzer_sys::fuzz_target;
 use smalloc_core::Smalloc;
-use smalloc_core::layout::{MAX_SC, size_class};
-use smalloc_fuzz::{HUGE, Input, Live, check, check_zero, realloc_size};
+use smalloc_fuzz::{HUGE, Input, Live, check_home, check_zero, realloc_block};
 
 static A: Smalloc = Smalloc::new();
 
@@ -23,14 +22,6 @@ fn layout(input: &mut Input) -> Option<Layout> {
     let align = input.align()?;
     let align = if size >= HUGE { align.min(4096) } else { align };
     Layout::from_size_align(size, align).ok()
-}
-
-/// The slot-or-mapping invariant of a live block.
-fn check_home(p: *mut u8, l: Layout) {
-    let slot = size_class(l.size(), l.align()) <= MAX_SC;
-    assert_eq!(A.owns_slot(p), slot, "{l:?} at {p:p}");
-    // SAFETY: `p` is live with layout `l`.
-    assert!(unsafe { A.usable_size(p, l) } >= l.size());
 }
 
 fn run(data: &[u8]) {
@@ -58,7 +49,8 @@ fn run(data: &[u8]) {
                     // SAFETY: a live block of `l.size()` bytes.
                     unsafe { check_zero(p, l.size()) };
                 }
-                check_home(p, l);
+                // SAFETY: `p` is a live block of `A` with layout `l`.
+                unsafe { check_home(&A, p, l) };
                 // SAFETY: just handed out.
                 unsafe { live.add(p, l.size(), l.align()) };
             }
@@ -76,26 +68,9 @@ fn run(data: &[u8]) {
                 let (Some(pick), Some(new_size)) = (input.byte(), input.size(false)) else {
                     break;
                 };
-                let Some((p, b)) = live.take(pick) else {
-                    continue;
-                };
-                let new_size = realloc_size(&b, new_size);
-                let l = Layout::from_size_align(b.size, b.align).unwrap();
-                if !live.has_room(new_size, b.align) {
-                    // SAFETY: `p` is live with layout `l`.
-                    unsafe { A.dealloc(p, l) };
-                    continue;
-                }
-                // SAFETY: `p` is live with layout `l`; `new_size` is non-zero
-                // and does not overflow when rounded to `l.align()`.
-                let q = unsafe { A.realloc(p, l, new_size) };
-                assert!(!q.is_null(), "realloc {l:?} to {new_size} failed");
-                // SAFETY: `q` holds `min(old, new)` bytes of the old block.
-                unsafe { check(q, b.size, b.size.min(new_size), b.tag) };
-                let nl = Layout::from_size_align(new_size, b.align).unwrap();
-                check_home(q, nl);
-                // SAFETY: `q` is handed out to us now.
-                unsafe { live.add(q, new_size, b.align) };
+                // SAFETY: every block of `live` is a live block of `A` with
+                // its recorded layout; `input.size(false)` is never zero.
+                unsafe { realloc_block(&A, &mut live, pick, new_size) };
             }
         }
     }

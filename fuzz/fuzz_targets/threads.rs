@@ -27,8 +27,7 @@ use std::thread::{self, JoinHandle, Thread};
 
 use libfuzzer_sys::fuzz_target;
 use smalloc_core::Smalloc;
-use smalloc_core::layout::{MAX_SC, size_class};
-use smalloc_fuzz::{HUGE, Input, Live, check, check_zero, realloc_size};
+use smalloc_fuzz::{HUGE, Input, Live, check_home, check_zero, realloc_block};
 
 static A: Smalloc = Smalloc::new();
 
@@ -186,14 +185,6 @@ fn worker(me: usize) {
     }
 }
 
-/// The slot-or-mapping invariant of a live block.
-fn check_home(p: *mut u8, l: Layout) {
-    let slot = size_class(l.size(), l.align()) <= MAX_SC;
-    assert_eq!(A.owns_slot(p), slot, "{l:?} at {p:p}");
-    // SAFETY: `p` is live with layout `l`.
-    assert!(unsafe { A.usable_size(p, l) } >= l.size());
-}
-
 /// Runs segment `seg` on this thread; returns whether the thread is to
 /// exit.
 fn run_segment(pool: &Pool, seg: u64) -> bool {
@@ -230,7 +221,8 @@ fn run_segment(pool: &Pool, seg: u64) -> bool {
                     // SAFETY: a live block of `size` bytes.
                     unsafe { check_zero(p, size) };
                 }
-                check_home(p, l);
+                // SAFETY: `p` is a live block of `A` with layout `l`.
+                unsafe { check_home(&A, p, l) };
                 // SAFETY: just handed out.
                 unsafe { live.add(p, size, align) };
             }
@@ -242,25 +234,10 @@ fn run_segment(pool: &Pool, seg: u64) -> bool {
                 }
             }
             Op::Realloc { pick, new_size } => {
-                let Some((p, b)) = live.take(pick) else {
-                    continue;
-                };
-                let new_size = realloc_size(&b, new_size);
-                let l = Layout::from_size_align(b.size, b.align).unwrap();
-                if !live.has_room(new_size, b.align) {
-                    // SAFETY: `p` is live with layout `l`.
-                    unsafe { A.dealloc(p, l) };
-                    continue;
-                }
-                // SAFETY: `p` is live with layout `l`; `new_size` is non-zero
-                // and does not overflow when rounded to `l.align()`.
-                let q = unsafe { A.realloc(p, l, new_size) };
-                assert!(!q.is_null(), "realloc {l:?} to {new_size} failed");
-                // SAFETY: `q` holds `min(old, new)` bytes of the old block.
-                unsafe { check(q, b.size, b.size.min(new_size), b.tag) };
-                check_home(q, Layout::from_size_align(new_size, b.align).unwrap());
-                // SAFETY: `q` is handed out to us now.
-                unsafe { live.add(q, new_size, b.align) };
+                // SAFETY: every block of `live` is a live block of `A` with
+                // its recorded layout; `decode` takes `new_size` from
+                // `input.size(false)`, never zero.
+                unsafe { realloc_block(&A, live, pick, new_size) };
             }
             Op::Exit => exit = true,
         }

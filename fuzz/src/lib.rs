@@ -1,5 +1,7 @@
 //! The part of the fuzz targets shared by all: decoding the fuzzer's bytes
-//! into operations, and the model of live blocks that checks every result.
+//! into operations, and the model of live blocks that checks every result;
+//! and the checked operations that the `GlobalAlloc` targets (`global_alloc`
+//! and `threads`) share.
 //!
 //! Every block is filled with a pattern derived from a unique tag when it is
 //! handed out and checked before it is freed or reallocated; the shadow
@@ -7,7 +9,11 @@
 //! live block.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+use std::alloc::{GlobalAlloc, Layout};
+
 use devutils::{Block, Shadow, pattern};
+use smalloc_core::Smalloc;
+use smalloc_core::layout::{MAX_SC, size_class};
 
 /// Bytes at each end of a block that get the fill pattern (and are
 /// checked); in between, at most [`SAMPLES`] bytes spread over the block
@@ -326,4 +332,55 @@ impl Live {
         }
         v
     }
+}
+
+/// The slot-or-mapping invariant of a live block of `a`: a request that fits
+/// a slot got a slot, one that does not a mapping; and the block's usable
+/// size is at least its size.
+///
+/// # Safety
+/// `p` is a live block of `a` with layout `l`.
+pub unsafe fn check_home(a: &Smalloc, p: *mut u8, l: Layout) {
+    let slot = size_class(l.size(), l.align()) <= MAX_SC;
+    assert_eq!(a.owns_slot(p), slot, "{l:?} at {p:p}");
+    // SAFETY: per the contract.
+    assert!(unsafe { a.usable_size(p, l) } >= l.size());
+}
+
+/// The realloc operation of the `GlobalAlloc` targets: takes the live block
+/// chosen by `pick` (checking its contents), then reallocates it with `a`
+/// to `new_size` (as [`realloc_size`] bounds it) or, when the new size
+/// would not fit [`Live`]'s bounds, frees it. A reallocated block must be
+/// non-null, keep the old contents up to `min(old, new)` bytes, pass
+/// [`check_home`] and, recorded anew (with a fresh fill), the shadow
+/// model's alignment and overlap checks.
+///
+/// # Safety
+/// Every block of `live` is a live block of `a` with the size and alignment
+/// recorded for it; `new_size` is not zero.
+pub unsafe fn realloc_block(a: &Smalloc, live: &mut Live, pick: u8, new_size: usize) {
+    let Some((p, b)) = live.take(pick) else {
+        return;
+    };
+    let new_size = realloc_size(&b, new_size);
+    let l = Layout::from_size_align(b.size, b.align).unwrap();
+    if !live.has_room(new_size, b.align) {
+        // SAFETY: `p` is live with layout `l` (the contract), and no longer
+        // in `live`.
+        unsafe { a.dealloc(p, l) };
+        return;
+    }
+    // A valid layout: `new_size` rounded to the alignment does not overflow.
+    let nl = Layout::from_size_align(new_size, b.align).unwrap();
+    // SAFETY: `p` is live with layout `l` (the contract), and no longer in
+    // `live`; `new_size` is non-zero (the contract) and does not overflow
+    // when rounded to `l.align()` (`nl` is valid).
+    let q = unsafe { a.realloc(p, l, new_size) };
+    assert!(!q.is_null(), "realloc {l:?} to {new_size} failed");
+    // SAFETY: `q` holds `min(old, new)` bytes of the old block.
+    unsafe { check(q, b.size, b.size.min(new_size), b.tag) };
+    // SAFETY: `q` is a live block of `a` with layout `nl`.
+    unsafe { check_home(a, q, nl) };
+    // SAFETY: `q` is handed out to us now.
+    unsafe { live.add(q, new_size, b.align) };
 }
