@@ -108,7 +108,7 @@ pub(crate) fn sample_new(sc: u32, size: usize) -> Option<(*mut u8, bool)> {
     }
     let mut frames = stack::Frames::new();
     walk(&mut frames);
-    if !table::add(q.0.addr(), size, weight(size), frames.get(), now_ns()) {
+    if !table::add(q.0.addr(), size, weight(size), &frames, now_ns()) {
         // SAFETY: `q` was handed to us just now and to nobody else.
         unsafe { cold_path::dealloc(q.0) };
         return None;
@@ -128,7 +128,7 @@ pub(crate) fn big_mapped(start: *mut u8, size: usize) {
     let _inside = sampler::Inside::enter();
     let mut frames = stack::Frames::new();
     walk(&mut frames);
-    if table::add_big(start.addr(), size, weight(size), frames.get(), now_ns()) {
+    if table::add_big(start.addr(), size, weight(size), &frames, now_ns()) {
         after_sample();
     }
 }

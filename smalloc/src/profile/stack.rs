@@ -17,6 +17,17 @@ use crate::home_slab::{profile_word, set_profile_word};
 pub struct Frames {
     buf: [MaybeUninit<usize>; MAX_FRAMES],
     len: usize,
+    /// The frames folded by [`fold`], as the walk went.
+    folded: u64,
+}
+
+/// Folds a return address into a stack's running hash: a rotation and an
+/// XOR, two cycles per frame that the walk's chain of loads hides (a
+/// multiply per frame, after the walk, was a fifth of a sample);
+/// [`Frames::key`] mixes the result once.
+#[inline(always)]
+fn fold(h: u64, ip: usize) -> u64 {
+    h.rotate_left(19) ^ ip as u64
 }
 
 impl Frames {
@@ -27,6 +38,7 @@ impl Frames {
             // SAFETY: an array of `MaybeUninit` needs no initialization.
             buf: unsafe { MaybeUninit::uninit().assume_init() },
             len: 0,
+            folded: 0,
         }
     }
 
@@ -38,7 +50,21 @@ impl Frames {
         };
         cell.write(ip);
         self.len += 1;
+        self.folded = fold(self.folded, ip);
         true
+    }
+
+    /// The stack's key in the stack table: a hash of its frames, never 0.
+    pub fn key(&self) -> u64 {
+        // The finalizer of MurmurHash3: every bit of the folded frames and
+        // the depth moves every bit of the key.
+        let mut h = self.folded ^ (self.len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^= h >> 33;
+        h | 1
     }
 
     /// The frames, innermost first.
@@ -102,29 +128,38 @@ fn frame_pointers(out: &mut Frames) {
     }
     let top = stack_top().saturating_sub(16);
     let mut fp = fp;
-    // The count in a local: `out` stays in memory across the loop.
-    let mut len = out.len;
+    // The count and the hash in locals: `out` stays in memory across the
+    // loop.
+    let (mut len, mut folded) = (out.len, out.folded);
     // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
     // Only addresses between our stack pointer and the stack's top are read,
     // and the chain must climb (so it stays above `sp`), so the walk ends
-    // and never faults.
+    // and never faults. A frame pointer need not be aligned (a function
+    // built without them leaves anything in the register): unaligned reads.
     if fp < sp {
         return;
     }
-    while fp <= top && fp % 8 == 0 && len < MAX_FRAMES {
-        // SAFETY: inside this thread's live stack (checked above).
-        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
+    while fp <= top && len < MAX_FRAMES {
+        // SAFETY: `[fp, fp + 16)` is inside this thread's live stack
+        // (checked above); the reads need no alignment.
+        let (next, ret) = unsafe {
+            (
+                (fp as *const usize).read_unaligned(),
+                ((fp + 8) as *const usize).read_unaligned(),
+            )
+        };
         if ret == 0 {
             break;
         }
         out.buf[len].write(ret);
         len += 1;
+        folded = fold(folded, ret);
         if next <= fp {
             break;
         }
         fp = next;
     }
-    out.len = len;
+    (out.len, out.folded) = (len, folded);
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

@@ -18,6 +18,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use super::stack::Frames;
 use crate::layout::{self, NUM_SCS};
 use crate::sys;
 
@@ -180,18 +181,11 @@ fn place(addr: usize) -> Option<(u32, usize)> {
     (n < MAP_SLOTS && MAP.load(Ordering::Acquire) != 0).then_some((sc, n))
 }
 
-fn hash(frames: &[usize]) -> u64 {
-    let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ frames.len() as u64;
-    for &f in frames {
-        h = (h.rotate_left(5) ^ f as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    h | 1
-}
-
-/// The index of `frames` in the stack table, entered if new; `None` when
-/// no entry within [`PROBES`] of its hash is free or equal.
-fn intern(frames: &[usize]) -> Option<usize> {
-    let key = hash(frames);
+/// The index of `frames` (whose hash is `key`, never 0) in the stack table,
+/// entered if new; `None` when no entry within [`PROBES`] of its hash is
+/// free or equal.
+fn intern(frames: &[usize], key: u64) -> Option<usize> {
+    debug_assert!(key != 0);
     for probe in 0..PROBES {
         let i = (key as usize).wrapping_add(probe) % STACKS;
         let s = stack(i);
@@ -219,13 +213,15 @@ fn intern(frames: &[usize]) -> Option<usize> {
         // gets a second entry, which the outputs merge.
         // Acquire: pairs with the Release of `ready`.
         if k == key && s.ready.load(Ordering::Acquire) as usize == frames.len() + 1 {
-            // Relaxed: published by `ready`.
-            let same = s
-                .frames
-                .iter()
-                .zip(frames)
-                .all(|(cell, &f)| cell.load(Ordering::Relaxed) == f);
-            if same {
+            // SAFETY: the first `frames.len()` cells were written before the
+            // Release store of `ready` that we read (Acquire) and are never
+            // written again, so plain reads of them race with nothing;
+            // `AtomicUsize` has the layout of `usize`. One comparison of the
+            // slices (a `memcmp`) instead of a load and a test per frame.
+            let stored = unsafe {
+                core::slice::from_raw_parts(s.frames.as_ptr().cast::<usize>(), frames.len())
+            };
+            if stored == frames {
                 return Some(i);
             }
         }
@@ -237,8 +233,8 @@ fn intern(frames: &[usize]) -> Option<usize> {
 /// stack `frames`: added to its stack's totals; the stack's index and the
 /// count in fixed point, or `None` (the sample counted lost) when its stack
 /// finds no room.
-fn account(frames: &[usize], size: usize, count: f64) -> Option<(usize, u64)> {
-    let Some(i) = intern(&frames[..frames.len().min(MAX_FRAMES)]) else {
+fn account(frames: &Frames, size: usize, count: f64) -> Option<(usize, u64)> {
+    let Some(i) = intern(frames.get(), frames.key()) else {
         lose();
         return None;
     };
@@ -256,7 +252,7 @@ fn account(frames: &[usize], size: usize, count: f64) -> Option<(usize, u64)> {
 /// `count` blocks), taken with the stack `frames`: false (and the sample
 /// counted lost) when its stack finds no room or the map cannot hold the
 /// slot.
-pub fn add(addr: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
+pub fn add(addr: usize, size: usize, count: f64, frames: &Frames, now: u64) -> bool {
     let Some((sc, n)) = place(addr) else {
         lose();
         return false;
@@ -286,7 +282,7 @@ pub fn freed(addr: usize) {
 /// Records a sample of the big block mapped at `start` (as [`add`]):
 /// false (and the sample counted lost) when its stack finds no room or
 /// every big entry is taken.
-pub fn add_big(start: usize, size: usize, count: f64, frames: &[usize], now: u64) -> bool {
+pub fn add_big(start: usize, size: usize, count: f64, frames: &Frames, now: u64) -> bool {
     debug_assert!(start != 0);
     // Acquire: the entry's last user cleared it before its Release (see
     // `big_freed`).
