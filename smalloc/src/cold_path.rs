@@ -73,15 +73,24 @@ fn sampled(sc: u32, req: Request) -> Option<Got> {
 
 /// A slot of size class `sc` of the profile's slab (the `profile` feature),
 /// for a sampled allocation: from its shared list, or never used (nobody
-/// owns that slab, so it has no private list to borrow from).
+/// owns that slab, so it has no private list).
 #[cfg(feature = "profile")]
 pub fn profile_slot(sc: u32) -> Option<Got> {
-    take_any(
-        reservation::base_raw(),
-        layout::PROFILE_SLAB,
-        sc,
-        &mut false,
-    )
+    let addr = layout::slab_addr(reservation::base_raw(), layout::PROFILE_SLAB);
+    let links = SharedLinks {
+        region: layout::region_addr(addr, sc),
+    };
+    // A collision means another thread's push or pop went through
+    // (lock-free): retried, instead of taking never-used memory (which
+    // threads sampling at once would otherwise touch at every collision).
+    loop {
+        match free_list::pop(flh(addr, sc), &links) {
+            Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
+            Pop::Collision { .. } => {}
+            Pop::Empty => break,
+        }
+    }
+    claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
 }
 
 /// The slot named by `link` in (slab, size class).
@@ -665,8 +674,8 @@ pub unsafe fn dealloc(p: *mut u8) {
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
     counters::free(addr);
     #[cfg(feature = "profile")]
-    if layout::slab_of(addr) == layout::PROFILE_SLAB {
-        crate::profile::freed(addr);
+    if layout::slab_of(addr) == layout::PROFILE_SLAB && crate::profile::freed(addr, sc) {
+        return;
     }
     if layout::is_large(addr) {
         let owned = home_slab::owned();

@@ -43,8 +43,8 @@ pub mod occupancy;
 
 /// Thread-local words of the `profile` feature (none without it): the bytes
 /// left before the next sample, the random state, the re-entrancy flag, the
-/// top of the thread's stack.
-pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 4 } else { 0 };
+/// top of the thread's stack, the thread's record.
+pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 5 } else { 0 };
 
 /// The profiler's thread-local words, for [`profile_word`].
 #[cfg(feature = "profile")]
@@ -58,6 +58,8 @@ pub mod profile_words {
     pub const FLAGS: usize = PROFILE + 2 * STRIDE;
     /// Top of the thread's stack.
     pub const STACK_TOP: usize = PROFILE + 3 * STRIDE;
+    /// The thread's record (`profile::thread`).
+    pub const RECORD: usize = PROFILE + 4 * STRIDE;
 }
 
 /// A thread-local word of the profiler ([`profile_words`]).
@@ -238,7 +240,7 @@ pub fn pin_unowned(base: usize, slab: usize) {
 /// The pthread key kept in `cell`, created on first use with `destructor`.
 /// `cell` holds the key plus one, 0 until it is created, `usize::MAX` if the
 /// C library refused one (then `None`, for good).
-fn key_once(
+pub(crate) fn key_once(
     cell: &core::sync::atomic::AtomicUsize,
     destructor: Option<unsafe extern "C" fn(*mut core::ffi::c_void)>,
 ) -> Option<libc::pthread_key_t> {

@@ -18,12 +18,14 @@ pub mod pprof;
 pub(crate) mod sampler;
 mod stack;
 mod table;
+mod thread;
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use output::{Kind, Profile, SampleOut, StackOut, Totals};
 pub use stack::Unwind;
 pub use table::{BIG_SLOTS, MAP_SLOTS, MAX_FRAMES, STACKS};
+pub use thread::RECORDS;
 
 use crate::{cold_path, counters, hot_path};
 
@@ -51,7 +53,7 @@ pub fn set_sample_hook(hook: fn()) {
 /// by `unwind`. Threads begin within their next MiB of allocation, the
 /// calling thread at once. False if the table could not be mapped.
 pub fn start(mean: usize, unwind: Unwind) -> bool {
-    if !table::init() {
+    if !table::init() || !thread::init() {
         return false;
     }
     // Relaxed: a setting.
@@ -97,7 +99,9 @@ pub(crate) fn sample_new(sc: u32, size: usize) -> Option<(*mut u8, bool)> {
         return None;
     }
     let _inside = sampler::Inside::enter();
-    let Some(q) = cold_path::profile_slot(sc) else {
+    let record = thread::mine();
+    let kept = record.and_then(|r| r.take_slot(sc)).map(|p| (p, false));
+    let Some(q) = kept.or_else(|| cold_path::profile_slot(sc)) else {
         table::lose();
         return None;
     };
@@ -106,9 +110,9 @@ pub(crate) fn sample_new(sc: u32, size: usize) -> Option<(*mut u8, bool)> {
     if !q.1 {
         crate::secure::handed_out(q.0.addr());
     }
-    let mut frames = stack::Frames::new();
-    walk(&mut frames);
-    if !table::add(q.0.addr(), size, weight(size), &frames, now_ns()) {
+    let added = stack_index(record)
+        .is_some_and(|i| table::add(q.0.addr(), size, weight(size), i, shard(record), now_ns()));
+    if !added {
         // SAFETY: `q` was handed to us just now and to nobody else.
         unsafe { cold_path::dealloc(q.0) };
         return None;
@@ -126,11 +130,19 @@ pub(crate) fn big_mapped(start: *mut u8, size: usize) {
         return;
     }
     let _inside = sampler::Inside::enter();
-    let mut frames = stack::Frames::new();
-    walk(&mut frames);
-    if table::add_big(start.addr(), size, weight(size), &frames, now_ns()) {
+    let record = thread::mine();
+    let added = stack_index(record).is_some_and(|i| {
+        table::add_big(start.addr(), size, weight(size), i, shard(record), now_ns())
+    });
+    if added {
         after_sample();
     }
+}
+
+/// The shard of the stack totals a sample adds to: its record's number
+/// (beyond the exclusive shards, or without a record: the shared one).
+fn shard(record: Option<&thread::Record>) -> usize {
+    record.map_or(usize::MAX, thread::Record::shard)
 }
 
 /// The big block mapped at `start` is being unmapped.
@@ -145,16 +157,33 @@ pub(crate) fn big_moved(from: *mut u8, to: *mut u8) {
     table::big_moved(from.addr(), to.addr());
 }
 
-/// Fills `frames` with the calling thread's stack, walked as configured
-/// (in place: a returned `Frames` would be copied, a tenth of a sample).
-fn walk(frames: &mut stack::Frames) {
+/// The index in the stack table of the calling thread's stack, walked as
+/// configured (by frame pointers with a record: not walked again if it is
+/// the stack of one of the record's last samples); `None` (the sample
+/// counted lost) when the table has no room for it.
+#[inline(always)]
+fn stack_index(record: Option<&thread::Record>) -> Option<usize> {
     // Relaxed: a setting.
-    let how = if DWARF.load(Ordering::Relaxed) {
-        Unwind::Dwarf
-    } else {
-        Unwind::FramePointers
+    if DWARF.load(Ordering::Relaxed) {
+        let mut frames = stack::Frames::new();
+        stack::capture_dwarf(&mut frames);
+        return table::intern(&frames);
+    }
+    let Some(r) = record else {
+        let mut w = [stack::FpWalk::new()];
+        stack::walk_fp(&mut w, 0);
+        return table::intern(&w[0].frames);
     };
-    stack::capture(how, frames);
+    // SAFETY: this thread holds the record; nothing else refers to its walks.
+    let (known, fill) = unsafe { r.walks() };
+    if let Some(i) = stack::walk_fp(known, fill) {
+        return Some(i);
+    }
+    let w = &mut known[fill];
+    let i = table::intern(&w.frames)?;
+    w.remember(i);
+    r.filled();
+    Some(i)
 }
 
 /// Calls the sample hook, if one is set.
@@ -226,11 +255,20 @@ fn weight_is_one_over_the_probability() {
     sampler::set_mean(0);
 }
 
-/// A slot of the profile's slab at `addr` is being freed.
+/// A slot of the profile's slab at `addr`, of size class `sc`, is being
+/// freed: it leaves the live profile; true if the calling thread's record
+/// keeps the slot (the caller then pushes it nowhere).
 #[cold]
 #[inline(never)]
-pub(crate) fn freed(addr: usize) {
+pub(crate) fn freed(addr: usize, sc: u32) -> bool {
     table::freed(addr);
+    thread::keep(addr, sc)
+}
+
+/// Slots of size class `sc` of the profile's slab kept by the sampling
+/// threads' records (free, on no list).
+pub(crate) fn kept(sc: u32) -> u64 {
+    thread::kept(sc)
 }
 
 /// The wall clock in nanoseconds since the epoch, to the kernel's tick (a

@@ -37,7 +37,8 @@ pub struct ClassStats {
     pub handed_out: u64,
     /// Freed slots on the shared lists.
     pub free_shared: u64,
-    /// Freed slots on the owners' private lists.
+    /// Freed slots on the owners' private lists (with the `profile`
+    /// feature, and in the profile's slab: kept by the sampling threads).
     pub free_private: u64,
     /// Pushes onto the shared lists: frees by threads that did not own the
     /// slot's slab, and of large slots (modulo 2^32 per list).
@@ -207,7 +208,14 @@ pub fn snapshot() -> Snapshot {
         for sc in MIN_SC..=MAX_SC {
             let trims = 1 << sc >= 2 * page && sc < crate::purge::RELEASE_SC;
             let trimmable = trims.then_some(&mut s.trimmable_bytes);
-            let l = read_list(slab_addr, block, sc, &mut s.walks_cut, trimmable);
+            #[allow(unused_mut)]
+            let mut l = read_list(slab_addr, block, sc, &mut s.walks_cut, trimmable);
+            // The profile's slab has no owner: its private slots are those
+            // the sampling threads' records keep.
+            #[cfg(feature = "profile")]
+            if slab == layout::PROFILE_SLAB {
+                l.free_private += crate::profile::kept(sc);
+            }
             if l.handed_out == 0 {
                 continue;
             }

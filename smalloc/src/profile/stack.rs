@@ -83,13 +83,11 @@ pub enum Unwind {
     Dwarf,
 }
 
-/// Fills `out` with the return addresses of the callers, innermost first.
+/// Fills `out` with the return addresses of the callers, innermost first,
+/// by libgcc's DWARF unwinder.
 #[inline(never)]
-pub fn capture(how: Unwind, out: &mut Frames) {
-    match how {
-        Unwind::FramePointers => frame_pointers(out),
-        Unwind::Dwarf => dwarf(out),
-    }
+pub fn capture_dwarf(out: &mut Frames) {
+    dwarf(out)
 }
 
 /// The top (highest address) of the calling thread's stack, found once.
@@ -114,8 +112,109 @@ fn stack_top() -> usize {
     top
 }
 
+/// A frame-pointer walk as it read the stack: where it began, and at each
+/// frame the caller's frame pointer and the return address it read. The
+/// walk is a function of its start, the stack's top and the words it read,
+/// so if it would begin at the same place again and those words still hold
+/// the same values, it would read the same frames: [`walk_fp`] checks that
+/// by rereading them at the known addresses (independent loads, where the
+/// walk is a chain of dependent ones) and then needs no walk, no hash and no
+/// lookup in the stack table. A thread keeps one in its record.
+pub struct FpWalk {
+    /// Where the walk began, when `index` is known; 0 otherwise.
+    fp0: usize,
+    /// Where the last walk began.
+    began: usize,
+    /// The caller's frame pointer read at each frame kept in `frames`.
+    nexts: [MaybeUninit<usize>; MAX_FRAMES],
+    /// Whether the walk ended on a zero return address, read one frame past
+    /// the last one kept.
+    zero_end: bool,
+    /// The return addresses.
+    pub frames: Frames,
+    /// The stack's index in the stack table (when `fp0` is set).
+    pub index: usize,
+}
+
+impl FpWalk {
+    /// No walk yet.
+    #[inline(always)]
+    pub fn new() -> FpWalk {
+        FpWalk {
+            fp0: 0,
+            began: 0,
+            // SAFETY: an array of `MaybeUninit` needs no initialization.
+            nexts: unsafe { MaybeUninit::uninit().assume_init() },
+            zero_end: false,
+            frames: Frames::new(),
+            index: 0,
+        }
+    }
+
+    /// Forgets the stack (a record changing hands).
+    pub fn forget(&mut self) {
+        self.fp0 = 0;
+    }
+
+    /// The last walk's stack is at `index` in the stack table.
+    pub fn remember(&mut self, index: usize) {
+        self.index = index;
+        self.fp0 = self.began;
+    }
+
+    /// Whether the words the last walk read still hold what it read.
+    ///
+    /// # Safety
+    /// The walk began where the caller's would (`fp0` is the caller's frame
+    /// pointer, at or above its stack pointer), on the calling thread.
+    #[inline(always)]
+    unsafe fn unchanged(&self) -> bool {
+        let n = self.frames.len;
+        let (nexts, rets) = (&self.nexts[..n], &self.frames.buf[..n]);
+        let mut at = self.fp0;
+        let mut diff = 0;
+        for (next, ret) in nexts.iter().zip(rets) {
+            // SAFETY: the walk wrote the first `n` cells of both; it read
+            // `[at, at + 16)`, which lies between its start (at or above our
+            // stack pointer, per the contract) and the thread's stack top.
+            let (next, ret) = unsafe { (next.assume_init(), ret.assume_init()) };
+            // SAFETY: as above.
+            let (m_next, m_ret) = unsafe { read_frame(at) };
+            diff |= (m_next ^ next) | (m_ret ^ ret);
+            at = next;
+        }
+        if self.zero_end {
+            // SAFETY: as above: the walk read this frame too.
+            diff |= unsafe { read_frame(at) }.1;
+        }
+        diff == 0
+    }
+}
+
+/// The two words of the frame at `fp`: the caller's frame pointer and the
+/// return address.
+///
+/// # Safety
+/// `[fp, fp + 16)` lies in the calling thread's live stack.
+#[inline(always)]
+unsafe fn read_frame(fp: usize) -> (usize, usize) {
+    // SAFETY: per the contract; the reads need no alignment (a function
+    // built without frame pointers leaves anything in the register).
+    unsafe {
+        (
+            (fp as *const usize).read_unaligned(),
+            ((fp + 8) as *const usize).read_unaligned(),
+        )
+    }
+}
+
+/// Walks the calling thread's stack by frame pointers, unless one of
+/// `known` holds a walk of the same stack with its index known: then that
+/// index. Otherwise the walk goes into `known[fill]` (its index not known
+/// yet) and the result is `None`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn frame_pointers(out: &mut Frames) {
+#[inline(never)]
+pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
     let (fp, sp): (usize, usize);
     // SAFETY: reads two registers.
     unsafe {
@@ -126,32 +225,43 @@ fn frame_pointers(out: &mut Frames) {
         core::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp,
             options(nomem, nostack, preserves_flags));
     }
+    let w = &mut known[fill];
+    if fp < sp {
+        w.fp0 = 0;
+        w.frames.len = 0;
+        return None;
+    }
+    let same = |k: &&FpWalk| {
+        // SAFETY: a walk whose `fp0` is our frame pointer began where ours
+        // would, at or above our stack pointer, on this thread (records are
+        // per thread, and forget their walks when they change hands).
+        k.fp0 == fp && unsafe { k.unchanged() }
+    };
+    if let Some(hit) = known.iter().find(same) {
+        return Some(hit.index);
+    }
+    let w = &mut known[fill];
+    w.fp0 = 0;
+    w.began = fp;
+    w.zero_end = false;
     let top = stack_top().saturating_sub(16);
     let mut fp = fp;
-    // The count and the hash in locals: `out` stays in memory across the
-    // loop.
-    let (mut len, mut folded) = (out.len, out.folded);
+    // The count and the hash in locals: `w` stays in memory across the loop.
+    let (mut len, mut folded) = (0, 0);
     // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
     // Only addresses between our stack pointer and the stack's top are read,
     // and the chain must climb (so it stays above `sp`), so the walk ends
-    // and never faults. A frame pointer need not be aligned (a function
-    // built without them leaves anything in the register): unaligned reads.
-    if fp < sp {
-        return;
-    }
+    // and never faults.
     while fp <= top && len < MAX_FRAMES {
         // SAFETY: `[fp, fp + 16)` is inside this thread's live stack
-        // (checked above); the reads need no alignment.
-        let (next, ret) = unsafe {
-            (
-                (fp as *const usize).read_unaligned(),
-                ((fp + 8) as *const usize).read_unaligned(),
-            )
-        };
+        // (checked above).
+        let (next, ret) = unsafe { read_frame(fp) };
         if ret == 0 {
+            w.zero_end = true;
             break;
         }
-        out.buf[len].write(ret);
+        w.frames.buf[len].write(ret);
+        w.nexts[len].write(next);
         len += 1;
         folded = fold(folded, ret);
         if next <= fp {
@@ -159,11 +269,16 @@ fn frame_pointers(out: &mut Frames) {
         }
         fp = next;
     }
-    (out.len, out.folded) = (len, folded);
+    (w.frames.len, w.frames.folded) = (len, folded);
+    None
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn frame_pointers(_: &mut Frames) {}
+pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
+    known[fill].fp0 = 0;
+    known[fill].frames.len = 0;
+    None
+}
 
 /// libgcc's unwinder interface (part of every Linux process that links
 /// libgcc_s, as Rust's standard library does).

@@ -36,25 +36,44 @@ pub const BIG_SLOTS: usize = 1024;
 /// Fixed-point scale of estimated counts.
 const ONE: f64 = 65536.0;
 
+/// Shards of a stack's totals that one thread each adds to, by plain loads
+/// and stores: the holder of record `n` (`profile::thread`), for `n` below
+/// this. Other threads add to one more shard with atomic adds. A locked
+/// add waits for the thread's earlier stores to leave the store buffer,
+/// which after a program's writes to memory out of the cache took as long
+/// as the rest of a sample; and threads sampling one stack at once would
+/// pass a shared line between them.
+pub const EXCLUSIVE: usize = 8;
+/// Shards of a stack's totals.
+const SHARDS: usize = EXCLUSIVE + 1;
+
 /// One distinct stack and the totals of its samples.
-#[repr(C)]
+#[repr(C, align(64))]
 struct Stack {
     /// The frames' hash (never 0); 0 while the entry is free.
     key: AtomicU64,
     /// The depth + 1, once the frames are written; 0 before.
     ready: AtomicU32,
+    /// Return addresses, innermost first.
+    frames: [AtomicUsize; MAX_FRAMES],
+    /// The totals, in shards.
+    totals: [Shard; SHARDS],
+}
+
+/// A share of a stack's totals, a cache line of its own.
+#[repr(C, align(64))]
+struct Shard {
     /// Samples taken here.
     samples: AtomicU64,
     /// Blocks they stand for, in 1/[`ONE`].
     count: AtomicU64,
     /// Bytes they stand for.
     bytes: AtomicU64,
-    /// Return addresses, innermost first.
-    frames: [AtomicUsize; MAX_FRAMES],
 }
 
-/// The live map's entry for a slot of the profile's slab.
-#[repr(C)]
+/// The live map's entry for a slot of the profile's slab, a cache line of
+/// its own (threads sampling at once write neighbouring slots' entries).
+#[repr(C, align(64))]
 struct Live {
     /// The stack's index + 1 while the slot is a live sample; 0 otherwise.
     stack: AtomicU32,
@@ -184,7 +203,7 @@ fn place(addr: usize) -> Option<(u32, usize)> {
 /// The index of `frames` (whose hash is `key`, never 0) in the stack table,
 /// entered if new; `None` when no entry within [`PROBES`] of its hash is
 /// free or equal.
-fn intern(frames: &[usize], key: u64) -> Option<usize> {
+fn find(frames: &[usize], key: u64) -> Option<usize> {
     debug_assert!(key != 0);
     for probe in 0..PROBES {
         let i = (key as usize).wrapping_add(probe) % STACKS;
@@ -229,37 +248,52 @@ fn intern(frames: &[usize], key: u64) -> Option<usize> {
     None
 }
 
-/// A sample of `size` bytes standing for `count` blocks, taken with the
-/// stack `frames`: added to its stack's totals; the stack's index and the
-/// count in fixed point, or `None` (the sample counted lost) when its stack
-/// finds no room.
-fn account(frames: &Frames, size: usize, count: f64) -> Option<(usize, u64)> {
-    let Some(i) = intern(frames.get(), frames.key()) else {
+/// The index of the stack `frames` in the stack table, entered if new;
+/// `None` (the sample counted lost) when the table has no room for it.
+pub fn intern(frames: &Frames) -> Option<usize> {
+    let found = find(frames.get(), frames.key());
+    if found.is_none() {
         lose();
-        return None;
-    };
-    let s = stack(i);
+    }
+    found
+}
+
+/// A sample of `size` bytes standing for `count` blocks, taken with the
+/// stack at `i` by the holder of record `shard` (or [`EXCLUSIVE`] or more:
+/// by any thread): added to the stack's totals; the count in fixed point.
+fn account(i: usize, shard: usize, size: usize, count: f64) -> u64 {
     let fixed = (count * ONE) as u64;
-    // Relaxed: totals, read only by a snapshot.
-    s.samples.fetch_add(1, Ordering::Relaxed);
-    s.count.fetch_add(fixed, Ordering::Relaxed);
-    s.bytes
-        .fetch_add((size as f64 * count) as u64, Ordering::Relaxed);
-    Some((i, fixed))
+    let bytes = (size as f64 * count) as u64;
+    let totals = &stack(i).totals;
+    if let Some(t) = totals.get(shard).filter(|_| shard < EXCLUSIVE) {
+        // Relaxed loads and stores: this thread is the shard's only writer
+        // (the record's previous holder gave it back with a Release that
+        // our claim of it acquired); a snapshot reads each total a moment
+        // old.
+        let add = |a: &AtomicU64, v: u64| a.store(a.load(Ordering::Relaxed) + v, Ordering::Relaxed);
+        add(&t.samples, 1);
+        add(&t.count, fixed);
+        add(&t.bytes, bytes);
+    } else {
+        let t = &totals[EXCLUSIVE];
+        // Relaxed: totals, read only by a snapshot.
+        t.samples.fetch_add(1, Ordering::Relaxed);
+        t.count.fetch_add(fixed, Ordering::Relaxed);
+        t.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    fixed
 }
 
 /// Records a sample of the slot at `addr` (`size` bytes, standing for
-/// `count` blocks), taken with the stack `frames`: false (and the sample
-/// counted lost) when its stack finds no room or the map cannot hold the
-/// slot.
-pub fn add(addr: usize, size: usize, count: f64, frames: &Frames, now: u64) -> bool {
+/// `count` blocks), taken with the stack at `i` ([`intern`]), in totals'
+/// shard `shard`: false (and the sample counted lost) when the map cannot
+/// hold the slot.
+pub fn add(addr: usize, size: usize, count: f64, i: usize, shard: usize, now: u64) -> bool {
     let Some((sc, n)) = place(addr) else {
         lose();
         return false;
     };
-    let Some((i, fixed)) = account(frames, size, count) else {
-        return false;
-    };
+    let fixed = account(i, shard, size, count);
     live(sc, n).write(i, size, fixed, now);
     // Relaxed: only bounds a snapshot's scan (a plain load first: the bound
     // rarely moves).
@@ -280,9 +314,8 @@ pub fn freed(addr: usize) {
 }
 
 /// Records a sample of the big block mapped at `start` (as [`add`]):
-/// false (and the sample counted lost) when its stack finds no room or
-/// every big entry is taken.
-pub fn add_big(start: usize, size: usize, count: f64, frames: &Frames, now: u64) -> bool {
+/// false (and the sample counted lost) when every big entry is taken.
+pub fn add_big(start: usize, size: usize, count: f64, i: usize, shard: usize, now: u64) -> bool {
     debug_assert!(start != 0);
     // Acquire: the entry's last user cleared it before its Release (see
     // `big_freed`).
@@ -295,11 +328,7 @@ pub fn add_big(start: usize, size: usize, count: f64, frames: &Frames, now: u64)
         lose();
         return false;
     };
-    let Some((i, fixed)) = account(frames, size, count) else {
-        // Release: as in `big_freed`.
-        e.start.store(0, Ordering::Release);
-        return false;
-    };
+    let fixed = account(i, shard, size, count);
     e.live.write(i, size, fixed, now);
     // Relaxed: only tells `big_freed` whether to look.
     BIG_TAKEN.fetch_add(1, Ordering::Relaxed);
@@ -376,11 +405,14 @@ pub fn for_each_stack(mut f: impl FnMut(&StackRead)) {
             *d = cell.load(Ordering::Relaxed);
         }
         // Relaxed: totals, each exact or a moment old.
+        let sum = |f: fn(&Shard) -> &AtomicU64| -> u64 {
+            s.totals.iter().map(|t| f(t).load(Ordering::Relaxed)).sum()
+        };
         f(&StackRead {
             index,
-            samples: s.samples.load(Ordering::Relaxed),
-            count: s.count.load(Ordering::Relaxed) as f64 / ONE,
-            bytes: s.bytes.load(Ordering::Relaxed) as f64,
+            samples: sum(|t| &t.samples),
+            count: sum(|t| &t.count) as f64 / ONE,
+            bytes: sum(|t| &t.bytes) as f64,
             frames: &frames[..depth],
         });
     }
