@@ -30,6 +30,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${OUT:-$root/target/ab}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 mkdir -p "$out"
+# Loops 64-byte aligned on both sides: a workload's own hot loop otherwise
+# lands wherever the inlined allocator code before it leaves it, and its
+# speed can follow (docs/decisions.md, "Benchmark loops aligned").
+export RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-loops=64"
 sha="$(git -C "$root" rev-parse --short "$rev")"
 wt="$out/worktree-$sha"
 if [ ! -d "$wt" ]; then

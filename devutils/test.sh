@@ -38,7 +38,9 @@ cargo nextest run -p smalloc-ffi --features counters --target-dir target/counter
 cargo build -p bench --no-default-features --features smalloc-counters --target-dir target/counters
 
 echo "== heap profiling (the profile feature): the core's whole suite with its reserved slab, and the profile tests"
-cargo nextest run -p smalloc --features profile --target-dir target/profile --no-fail-fast
+# Frame pointers: the tests of frame-pointer stacks name their sites.
+RUSTFLAGS="-C force-frame-pointers=yes" cargo nextest run -p smalloc --features profile \
+    --target-dir target/profile --no-fail-fast
 echo "== the profiling C library (frame pointers on, as docs/profiling.md builds it) under LD_PRELOAD"
 RUSTFLAGS="-C force-frame-pointers=yes" cargo build --release -p smalloc-ffi --features profile \
     --target-dir target/prof

@@ -389,3 +389,216 @@ fn check_and_drop(live: &Mutex<HashSet<usize>>, b: Box<[u8]>) {
     assert!(live.lock().unwrap().remove(&b.as_ptr().addr()));
     drop(b);
 }
+
+/// Allocates and frees a 4 KiB block (the sampled site of the walk tests).
+#[inline(never)]
+fn leaf_x() {
+    drop(black_box(vec![1u8; 4096]));
+    black_box(());
+}
+
+#[inline(never)]
+fn leaf_y() {
+    drop(black_box(vec![2u8; 4096]));
+    black_box(());
+}
+
+/// The shared middle of two paths: the paths differ two frames out.
+#[inline(never)]
+fn middle() {
+    leaf_x();
+    black_box(());
+}
+
+#[inline(never)]
+fn path_a() {
+    middle();
+    black_box(1);
+}
+
+#[inline(never)]
+fn path_b() {
+    middle();
+    black_box(2);
+}
+
+#[test]
+fn stacks_alike_but_for_one_frame_are_told_apart() {
+    // Frame-pointer walks, each thread's recent ones known again by
+    // rereading their words: four paths from one loop, their frames at the
+    // same addresses, differing in one return address (the leaf's, or two
+    // frames out), each 3:1 against its twin.
+    const MEAN: usize = 64 << 10;
+    const N: usize = 16384;
+    assert!(profile::start(MEAN, Unwind::FramePointers));
+    for i in 0..8 * N {
+        match i % 8 {
+            0..3 => path_a(),
+            3 => path_b(),
+            4..7 => leaf_x(),
+            _ => leaf_y(),
+        }
+    }
+    profile::stop();
+    let p = Profile::snapshot();
+    assert_eq!(p.lost, 0);
+    let bytes = |site| site_bytes(&p, Kind::Allocated, site);
+    let (a, b) = (bytes("path_a"), bytes("path_b"));
+    assert!(
+        a > 0.0,
+        "no sample names path_a: the test needs frame pointers \
+         (RUSTFLAGS=\"-C force-frame-pointers=yes\")"
+    );
+    // `leaf_x` also runs under `path_a` and `path_b` (the paths through
+    // `middle`): the direct calls are the rest.
+    let (x, y) = (bytes("leaf_x") - a - b, bytes("leaf_y"));
+    // Each site: 3N or N blocks of 4 KiB (48 or 16 MiB), so as in the first
+    // test a relative standard deviation of 3.6% and 6.25%, the ratio a
+    // log-standard deviation of 0.072; five of them (x and y are estimates
+    // of differences, with somewhat more spread: a bound of six).
+    let want = (3 * N * 4096) as f64;
+    for (name, big, small) in [("path", a, b), ("leaf", x, y)] {
+        assert!(
+            (big / want - 1.0).abs() < 6.0 * 0.036,
+            "{name}: {big} {small}"
+        );
+        assert!(
+            (small / (want / 3.0) - 1.0).abs() < 6.0 * 0.0625,
+            "{name}: {big} {small}"
+        );
+        assert!(
+            (big / small / 3.0).ln().abs() < 6.0 * 0.072,
+            "{name}: {big} {small}"
+        );
+    }
+}
+
+/// 100,000-byte blocks: slots of 128 KiB (size class 17), which nothing
+/// else in these tests uses.
+const KEPT_SC: usize = 17;
+
+fn hundred_k(n: usize) -> Vec<Box<[u8]>> {
+    (0..n)
+        .map(|i| black_box(vec![i as u8; 100_000].into_boxed_slice()))
+        .collect()
+}
+
+#[test]
+fn kept_slots_count_as_free_and_go_back_to_the_shared_list_at_thread_exit() {
+    // Every allocation sampled (a mean of one byte).
+    assert!(profile::start(1, Unwind::FramePointers));
+    let t = thread::spawn(|| {
+        let v = hundred_k(6);
+        let during = smalloc::stats::snapshot();
+        drop(v);
+        (during, smalloc::stats::snapshot())
+    });
+    let (during, freed) = t.join().unwrap();
+    let exited = smalloc::stats::snapshot();
+    let c = |s: &smalloc::stats::Snapshot| {
+        let c = &s.classes[KEPT_SC];
+        (c.live(), c.free_private, c.free_shared)
+    };
+    // Live; then free, kept by the thread's record (its private slots); then
+    // on the profile slab's shared list.
+    assert_eq!(c(&during), (6, 0, 0));
+    assert_eq!(c(&freed), (0, 6, 0));
+    assert_eq!(c(&exited), (0, 0, 6));
+    // Sampled again, elsewhere: the same six slots (not new memory).
+    let again = hundred_k(6);
+    assert_eq!(c(&smalloc::stats::snapshot()), (6, 0, 0));
+    profile::stop();
+    drop(again);
+}
+
+#[test]
+fn a_fork_child_takes_back_the_records_of_the_threads_it_has_not() {
+    assert!(profile::start(1, Unwind::FramePointers));
+    let (kept, go) = (
+        Arc::new(std::sync::Barrier::new(2)),
+        Arc::new(std::sync::Barrier::new(2)),
+    );
+    let t = thread::spawn({
+        let (kept, go) = (kept.clone(), go.clone());
+        move || {
+            drop(hundred_k(5));
+            kept.wait();
+            go.wait();
+        }
+    });
+    kept.wait();
+    let free = |s: smalloc::stats::Snapshot| {
+        let c = &s.classes[KEPT_SC];
+        (c.free_private, c.free_shared)
+    };
+    assert_eq!(free(smalloc::stats::snapshot()), (5, 0));
+    // SAFETY: the child only takes a snapshot (which allocates nothing) and
+    // exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = match free(smalloc::stats::snapshot()) {
+            (0, 5) => 0,
+            (5, _) => 2,
+            _ => 3,
+        };
+        // SAFETY: ends the child without running the parent's handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    // 2: the child still counts the slots as kept by a thread it has not.
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child status {status:#x}");
+    // The parent's thread still keeps them.
+    assert_eq!(free(smalloc::stats::snapshot()), (5, 0));
+    go.wait();
+    t.join().unwrap();
+    profile::stop();
+}
+
+static HOOKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn hooked() {
+    HOOKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[inline(never)]
+fn many_site(i: usize) -> Box<[u8]> {
+    black_box(vec![i as u8; 64 << (i % 6)].into_boxed_slice())
+}
+
+#[test]
+fn every_sample_is_in_the_totals_with_more_threads_than_exclusive_shards() {
+    // Twelve threads sampling one site at once: the first records add to
+    // shards of their own by plain stores, the rest to a shared one.
+    profile::set_sample_hook(hooked);
+    assert!(profile::start(4 << 10, Unwind::FramePointers));
+    let start = Arc::new(std::sync::Barrier::new(12));
+    let threads: Vec<_> = (0..12)
+        .map(|_| {
+            let start = start.clone();
+            thread::spawn(move || {
+                start.wait();
+                let mut v = Vec::new();
+                for i in 0..20_000 {
+                    v.push(many_site(i));
+                    if v.len() > 32 {
+                        v.swap_remove(i % 32);
+                    }
+                }
+                // Everyone still holds a record here.
+                start.wait();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    profile::stop();
+    let p = Profile::snapshot();
+    assert_eq!(p.lost, 0);
+    // Every sample taken (the hook counts them) is in its stack's totals.
+    let total = samples(&p);
+    assert_eq!(total, HOOKED.load(std::sync::atomic::Ordering::Relaxed));
+    assert!(total > 12 * 1000, "{total} samples");
+}

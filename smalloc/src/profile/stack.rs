@@ -240,21 +240,32 @@ pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
     if let Some(hit) = known.iter().find(same) {
         return Some(hit.index);
     }
-    let w = &mut known[fill];
+    let top = stack_top().saturating_sub(16);
+    // SAFETY: `fp` is our frame pointer, at or above our stack pointer;
+    // `top` is our stack's top less a frame.
+    unsafe { walk_from(&mut known[fill], fp, top) };
+    None
+}
+
+/// Walks the frame-pointer chain from `fp` into `w`, reading frames only
+/// at or below `top`, and remembers where it began (its index not known
+/// yet).
+///
+/// # Safety
+/// Every address from `fp` to `top + 16` is readable.
+unsafe fn walk_from(w: &mut FpWalk, fp: usize, top: usize) {
     w.fp0 = 0;
     w.began = fp;
     w.zero_end = false;
-    let top = stack_top().saturating_sub(16);
     let mut fp = fp;
     // The count and the hash in locals: `w` stays in memory across the loop.
     let (mut len, mut folded) = (0, 0);
     // Each frame: [fp] = the caller's fp, [fp + 8] = the return address.
-    // Only addresses between our stack pointer and the stack's top are read,
-    // and the chain must climb (so it stays above `sp`), so the walk ends
-    // and never faults.
+    // Only addresses between the start and `top` are read, and the chain
+    // must climb, so the walk ends and never faults.
     while fp <= top && len < MAX_FRAMES {
-        // SAFETY: `[fp, fp + 16)` is inside this thread's live stack
-        // (checked above).
+        // SAFETY: `[fp, fp + 16)` lies between the start and `top + 16`
+        // (per the contract).
         let (next, ret) = unsafe { read_frame(fp) };
         if ret == 0 {
             w.zero_end = true;
@@ -270,7 +281,6 @@ pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
         fp = next;
     }
     (w.frames.len, w.frames.folded) = (len, folded);
-    None
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -323,4 +333,95 @@ fn dwarf(out: &mut Frames) {
     let mut w = Walk { out, skip: 1 };
     // SAFETY: `step` only writes inside `w`, which outlives the call.
     unsafe { _Unwind_Backtrace(step, core::ptr::from_mut(&mut w).cast()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FpWalk, walk_from};
+
+    /// A stack in an array: frames at the given word offsets, each holding
+    /// the next one's address and a return address `0x1000 + k`; the last
+    /// one's caller is below it (the walk's end).
+    fn frames(stack: &mut [usize], at: &[usize]) {
+        let base = stack.as_ptr().addr();
+        for (k, &w) in at.iter().enumerate() {
+            stack[w] = at.get(k + 1).map_or(0, |n| base + 8 * n);
+            stack[w + 1] = 0x1000 + k;
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
+    fn a_known_walk_holds_only_while_the_words_it_read_do() {
+        let mut stack = [0usize; 64];
+        let at = [0, 6, 14, 20, 30];
+        frames(&mut stack, &at);
+        let base = stack.as_ptr().addr();
+        let top = base + 8 * 62;
+        let mut w = FpWalk::new();
+        // SAFETY: the array spans `base..top + 16`.
+        unsafe { walk_from(&mut w, base, top) };
+        assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002, 0x1003, 0x1004]);
+        w.remember(7);
+        // SAFETY (each `unchanged` below): the walk read inside the array.
+        assert!(unsafe { w.unchanged() });
+        // A word no frame holds: still the same stack.
+        stack[3] = 99;
+        stack[31 + 2] = 98;
+        assert!(unsafe { w.unchanged() });
+        // An outer return address (a caller called from elsewhere), and
+        // back.
+        stack[at[3] + 1] = 0x2000;
+        assert!(!unsafe { w.unchanged() });
+        stack[at[3] + 1] = 0x1003;
+        assert!(unsafe { w.unchanged() });
+        // The chain moved (a caller's frame elsewhere), and back.
+        stack[at[2]] = base + 8 * 40;
+        assert!(!unsafe { w.unchanged() });
+        stack[at[2]] = base + 8 * at[3];
+        assert!(unsafe { w.unchanged() });
+        // The last frame's caller pointer climbs now: the walk would go on.
+        stack[at[4]] = base + 8 * 40;
+        assert!(!unsafe { w.unchanged() });
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
+    fn a_walk_that_ended_on_a_zero_return_address_checks_it_again() {
+        let mut stack = [0usize; 64];
+        let at = [0, 6, 14];
+        frames(&mut stack, &at);
+        let base = stack.as_ptr().addr();
+        // The last frame leads on to one whose return address is zero.
+        stack[at[2]] = base + 8 * 24;
+        stack[24] = base + 8 * 30;
+        stack[25] = 0;
+        let mut w = FpWalk::new();
+        // SAFETY: the array spans `base..top + 16`.
+        unsafe { walk_from(&mut w, base, base + 8 * 62) };
+        assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002]);
+        w.remember(3);
+        // SAFETY (each `unchanged` below): the walk read inside the array.
+        assert!(unsafe { w.unchanged() });
+        // That return address is a real one now: the walk would go on.
+        stack[25] = 0x1003;
+        assert!(!unsafe { w.unchanged() });
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
+    fn a_walk_stops_at_the_top_and_a_forgotten_one_is_not_known() {
+        let mut stack = [0usize; 64];
+        let at = [0, 6, 14, 20, 30];
+        frames(&mut stack, &at);
+        let base = stack.as_ptr().addr();
+        let mut w = FpWalk::new();
+        // SAFETY: the array spans `base..base + 8 * 22`.
+        unsafe { walk_from(&mut w, base, base + 8 * 20) };
+        assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002, 0x1003]);
+        w.remember(1);
+        assert_eq!(w.fp0, base);
+        w.forget();
+        assert_eq!(w.fp0, 0);
+    }
 }
