@@ -170,19 +170,17 @@ fn stack_index(record: Option<&thread::Record>) -> Option<usize> {
         return table::intern(&frames);
     }
     let Some(r) = record else {
-        let mut w = [stack::FpWalk::new()];
-        stack::walk_fp(&mut w, 0);
-        return table::intern(&w[0].frames);
+        let mut w = stack::Walks::<1>::new();
+        w.find_or_walk();
+        return table::intern(w.walked());
     };
     // SAFETY: this thread holds the record; nothing else refers to its walks.
-    let (known, fill) = unsafe { r.walks() };
-    if let Some(i) = stack::walk_fp(known, fill) {
+    let walks = unsafe { r.walks() };
+    if let Some(i) = walks.find_or_walk() {
         return Some(i);
     }
-    let w = &mut known[fill];
-    let i = table::intern(&w.frames)?;
-    w.remember(i);
-    r.filled();
+    let i = table::intern(walks.walked())?;
+    walks.remember(i);
     Some(i)
 }
 

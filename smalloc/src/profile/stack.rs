@@ -116,10 +116,10 @@ fn stack_top() -> usize {
 /// frame the caller's frame pointer and the return address it read. The
 /// walk is a function of its start, the stack's top and the words it read,
 /// so if it would begin at the same place again and those words still hold
-/// the same values, it would read the same frames: [`walk_fp`] checks that
+/// the same values, it would read the same frames: [`Walks`] checks that
 /// by rereading them at the known addresses (independent loads, where the
 /// walk is a chain of dependent ones) and then needs no walk, no hash and no
-/// lookup in the stack table. A thread keeps one in its record.
+/// lookup in the stack table. A thread keeps a few in its record.
 pub struct FpWalk {
     /// Where the walk began, when `index` is known; 0 otherwise.
     fp0: usize,
@@ -151,13 +151,8 @@ impl FpWalk {
         }
     }
 
-    /// Forgets the stack (a record changing hands).
-    pub fn forget(&mut self) {
-        self.fp0 = 0;
-    }
-
     /// The last walk's stack is at `index` in the stack table.
-    pub fn remember(&mut self, index: usize) {
+    fn remember(&mut self, index: usize) {
         self.index = index;
         self.fp0 = self.began;
     }
@@ -208,43 +203,93 @@ unsafe fn read_frame(fp: usize) -> (usize, usize) {
     }
 }
 
-/// Walks the calling thread's stack by frame pointers, unless one of
-/// `known` holds a walk of the same stack with its index known: then that
-/// index. Otherwise the walk goes into `known[fill]` (its index not known
-/// yet) and the result is `None`.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-#[inline(never)]
-pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
-    let (fp, sp): (usize, usize);
-    // SAFETY: reads two registers.
-    unsafe {
-        #[cfg(target_arch = "x86_64")]
-        core::arch::asm!("mov {}, rbp", "mov {}, rsp", out(reg) fp, out(reg) sp,
-            options(nomem, nostack, preserves_flags));
-        #[cfg(target_arch = "aarch64")]
-        core::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp,
-            options(nomem, nostack, preserves_flags));
+/// The walks of a thread's last distinct stacks (a program samples a few
+/// paths in turn: its small and large allocations, say, reach the
+/// profiler by different paths; its setup and its main loop), the most
+/// recent one tried first, and which entry the next new walk fills.
+pub struct Walks<const N: usize> {
+    known: [FpWalk; N],
+    last: usize,
+    fill: usize,
+}
+
+impl<const N: usize> Walks<N> {
+    /// None known.
+    #[inline(always)]
+    pub fn new() -> Self {
+        Walks {
+            known: core::array::from_fn(|_| FpWalk::new()),
+            last: 0,
+            fill: 0,
+        }
     }
-    let w = &mut known[fill];
-    if fp < sp {
-        w.fp0 = 0;
-        w.frames.len = 0;
-        return None;
+
+    /// Forgets every stack (a record changing hands).
+    pub fn forget(&mut self) {
+        self.known.iter_mut().for_each(|w| w.fp0 = 0);
     }
-    let same = |k: &&FpWalk| {
+
+    /// The stack-table index of the calling thread's stack, by frame
+    /// pointers, if one of the known walks is of that stack; otherwise it is
+    /// walked (see [`walked`](Self::walked)) and the result is `None`.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline(never)]
+    pub fn find_or_walk(&mut self) -> Option<usize> {
+        let (fp, sp): (usize, usize);
+        // SAFETY: reads two registers.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::asm!("mov {}, rbp", "mov {}, rsp", out(reg) fp, out(reg) sp,
+                options(nomem, nostack, preserves_flags));
+            #[cfg(target_arch = "aarch64")]
+            core::arch::asm!("mov {}, x29", "mov {}, sp", out(reg) fp, out(reg) sp,
+                options(nomem, nostack, preserves_flags));
+        }
+        if fp < sp {
+            let w = &mut self.known[self.fill];
+            w.fp0 = 0;
+            w.frames.len = 0;
+            return None;
+        }
         // SAFETY: a walk whose `fp0` is our frame pointer began where ours
         // would, at or above our stack pointer, on this thread (records are
         // per thread, and forget their walks when they change hands).
-        k.fp0 == fp && unsafe { k.unchanged() }
-    };
-    if let Some(hit) = known.iter().find(same) {
-        return Some(hit.index);
+        let same = |w: &FpWalk| w.fp0 == fp && unsafe { w.unchanged() };
+        if same(&self.known[self.last]) {
+            return Some(self.known[self.last].index);
+        }
+        if let Some(i) = (0..N).find(|&i| i != self.last && same(&self.known[i])) {
+            self.last = i;
+            return Some(self.known[i].index);
+        }
+        let top = stack_top().saturating_sub(16);
+        // SAFETY: `fp` is our frame pointer, at or above our stack pointer;
+        // `top` is our stack's top less a frame.
+        unsafe { walk_from(&mut self.known[self.fill], fp, top) };
+        None
     }
-    let top = stack_top().saturating_sub(16);
-    // SAFETY: `fp` is our frame pointer, at or above our stack pointer;
-    // `top` is our stack's top less a frame.
-    unsafe { walk_from(&mut known[fill], fp, top) };
-    None
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub fn find_or_walk(&mut self) -> Option<usize> {
+        let w = &mut self.known[self.fill];
+        w.fp0 = 0;
+        w.frames.len = 0;
+        None
+    }
+
+    /// The frames of the walk [`find_or_walk`](Self::find_or_walk) just
+    /// made.
+    pub fn walked(&self) -> &Frames {
+        &self.known[self.fill].frames
+    }
+
+    /// The stack just walked is at `index` in the stack table: known from
+    /// now on, until its entry is filled again.
+    pub fn remember(&mut self, index: usize) {
+        self.known[self.fill].remember(index);
+        self.last = self.fill;
+        self.fill = (self.fill + 1) % N;
+    }
 }
 
 /// Walks the frame-pointer chain from `fp` into `w`, reading frames only
@@ -283,12 +328,6 @@ unsafe fn walk_from(w: &mut FpWalk, fp: usize, top: usize) {
     (w.frames.len, w.frames.folded) = (len, folded);
 }
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn walk_fp(known: &mut [FpWalk], fill: usize) -> Option<usize> {
-    known[fill].fp0 = 0;
-    known[fill].frames.len = 0;
-    None
-}
 
 /// libgcc's unwinder interface (part of every Linux process that links
 /// libgcc_s, as Rust's standard library does).
@@ -421,7 +460,5 @@ mod tests {
         assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002, 0x1003]);
         w.remember(1);
         assert_eq!(w.fp0, base);
-        w.forget();
-        assert_eq!(w.fp0, 0);
     }
 }

@@ -22,7 +22,7 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
-use super::stack::FpWalk;
+use super::stack::Walks;
 use crate::home_slab::profile_words::RECORD;
 use crate::home_slab::{self, profile_word, set_profile_word};
 use crate::hot_path::{SlotLink, flh};
@@ -36,9 +36,7 @@ const CACHED: usize = 8;
 /// Most bytes of slots a record keeps of one size class (but one slot).
 const CACHED_BYTES: usize = 2 << 20;
 /// Walks a record keeps: the stacks of that many distinct recent samples
-/// are known without a walk (a program samples a few paths in turn: its
-/// small and large allocations, say, reach the profiler by different
-/// paths).
+/// are known without a walk.
 const WALKS: usize = 4;
 /// In the record word: the thread takes no record (it is exiting, or found
 /// none free).
@@ -54,13 +52,11 @@ pub struct Record {
     /// Their links, per size class.
     links: [[AtomicU32; CACHED]; NUM_SCS],
     /// The walks of the last samples (the holder's only).
-    walks: UnsafeCell<[FpWalk; WALKS]>,
-    /// Which of them the next new walk replaces (the holder's only).
-    fill: UnsafeCell<usize>,
+    walks: UnsafeCell<Walks<WALKS>>,
 }
 
-// SAFETY: `walks` and `fill` are only touched by the thread that holds the
-// record (see the module documentation); every other field is atomic.
+// SAFETY: `walks` is only touched by the thread that holds the record (see
+// the module documentation); every other field is atomic.
 unsafe impl Sync for Record {}
 
 /// The records' mapping (0 until the first start).
@@ -140,7 +136,7 @@ fn take() -> Option<&'static Record> {
         .then_some(r)
     })?;
     // SAFETY: we hold the record now.
-    unsafe { (*r.walks.get()).iter_mut().for_each(FpWalk::forget) };
+    unsafe { (*r.walks.get()).forget() };
     let addr = core::ptr::from_ref(r).addr();
     set_profile_word::<RECORD>(addr);
     if let Some(key) = home_slab::key_once(&KEY, Some(at_exit)) {
@@ -158,23 +154,15 @@ fn take() -> Option<&'static Record> {
 }
 
 impl Record {
-    /// The holder's walks of its last samples, and which one a new walk
-    /// goes into.
+    /// The holder's walks of its last samples.
     ///
     /// # Safety
     /// Called by the thread holding the record, which keeps no other
     /// reference to the walks.
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn walks(&self) -> (&mut [FpWalk; WALKS], usize) {
+    pub unsafe fn walks(&self) -> &mut Walks<WALKS> {
         // SAFETY: per the contract, nobody else touches them.
-        unsafe { (&mut *self.walks.get(), *self.fill.get()) }
-    }
-
-    /// A new walk went where [`walks`](Self::walks) said: the next replaces
-    /// the walk after it (the holder only).
-    pub fn filled(&self) {
-        // SAFETY: only the holder touches `fill`.
-        unsafe { *self.fill.get() = (*self.fill.get() + 1) % WALKS };
+        unsafe { &mut *self.walks.get() }
     }
 
     /// The record's number (the holder's shard of the stack totals).
