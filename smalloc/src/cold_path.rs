@@ -90,6 +90,11 @@ pub fn profile_slot(sc: u32) -> Option<Got> {
             Pop::Empty => break,
         }
     }
+    // Before new memory: the slots left in the records of threads that
+    // ended.
+    if let Some(p) = crate::profile::idle_slot(sc) {
+        return Some((p, false));
+    }
     claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
 }
 

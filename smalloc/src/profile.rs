@@ -269,6 +269,18 @@ pub(crate) fn kept(sc: u32) -> u64 {
     thread::kept(sc)
 }
 
+/// A slot of size class `sc` of the profile's slab kept by the record of a
+/// thread that ended, if any.
+pub(crate) fn idle_slot(sc: u32) -> Option<*mut u8> {
+    thread::idle_slot(sc)
+}
+
+/// Puts the slots kept by the records of ended threads and the calling
+/// thread's on the shared lists, for a trim.
+pub(crate) fn flush_idle() {
+    thread::flush_idle()
+}
+
 /// The wall clock in nanoseconds since the epoch, to the kernel's tick (a
 /// few ms): the coarse clock is a read of the vDSO page, the precise one
 /// costs a sixth of a sample.

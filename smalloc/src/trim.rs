@@ -30,6 +30,10 @@ pub fn trim(pad: usize) -> usize {
     let Some(base) = hooks::reservation_base() else {
         return 0;
     };
+    // The profile's slots kept by ended threads' records, and ours: onto
+    // the shared lists, where the trim reaches them.
+    #[cfg(feature = "profile")]
+    crate::profile::flush_idle();
     let budget = if pad == 0 {
         usize::MAX
     } else {

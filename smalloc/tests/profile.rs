@@ -483,8 +483,15 @@ fn hundred_k(n: usize) -> Vec<Box<[u8]>> {
         .collect()
 }
 
+/// Class 17's slots: live, free in records (the profile slab's private
+/// slots), free on the shared lists, ever handed out.
+fn class_17(s: &smalloc::stats::Snapshot) -> (u64, u64, u64, u64) {
+    let c = &s.classes[KEPT_SC];
+    (c.live(), c.free_private, c.free_shared, c.handed_out)
+}
+
 #[test]
-fn kept_slots_count_as_free_and_go_back_to_the_shared_list_at_thread_exit() {
+fn kept_slots_count_as_free_pass_to_later_samples_and_go_to_the_shared_list_on_trim() {
     // Every allocation sampled (a mean of one byte).
     assert!(profile::start(1, Unwind::FramePointers));
     let t = thread::spawn(|| {
@@ -494,25 +501,25 @@ fn kept_slots_count_as_free_and_go_back_to_the_shared_list_at_thread_exit() {
         (during, smalloc::stats::snapshot())
     });
     let (during, freed) = t.join().unwrap();
-    let exited = smalloc::stats::snapshot();
-    let c = |s: &smalloc::stats::Snapshot| {
-        let c = &s.classes[KEPT_SC];
-        (c.live(), c.free_private, c.free_shared)
-    };
-    // Live; then free, kept by the thread's record (its private slots); then
-    // on the profile slab's shared list.
-    assert_eq!(c(&during), (6, 0, 0));
-    assert_eq!(c(&freed), (0, 6, 0));
-    assert_eq!(c(&exited), (0, 0, 6));
-    // Sampled again, elsewhere: the same six slots (not new memory).
+    // Live; then free, kept by the thread's record; still kept once the
+    // thread has ended (its record free, for the next thread).
+    assert_eq!(class_17(&during), (6, 0, 0, 6));
+    assert_eq!(class_17(&freed), (0, 6, 0, 6));
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 6, 0, 6));
+    // Sampled again, on this thread: the same six slots (not new memory),
+    // then kept by this thread's record.
     let again = hundred_k(6);
-    assert_eq!(c(&smalloc::stats::snapshot()), (6, 0, 0));
-    profile::stop();
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (6, 0, 0, 6));
     drop(again);
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 6, 0, 6));
+    // A trim puts them on the shared list (and gives their pages back).
+    smalloc::stats::trim(0);
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 0, 6, 6));
+    profile::stop();
 }
 
 #[test]
-fn a_fork_child_takes_back_the_records_of_the_threads_it_has_not() {
+fn a_fork_child_frees_the_records_of_the_threads_it_has_not() {
     assert!(profile::start(1, Unwind::FramePointers));
     let (kept, go) = (
         Arc::new(std::sync::Barrier::new(2)),
@@ -527,30 +534,30 @@ fn a_fork_child_takes_back_the_records_of_the_threads_it_has_not() {
         }
     });
     kept.wait();
-    let free = |s: smalloc::stats::Snapshot| {
-        let c = &s.classes[KEPT_SC];
-        (c.free_private, c.free_shared)
-    };
-    assert_eq!(free(smalloc::stats::snapshot()), (5, 0));
-    // SAFETY: the child only takes a snapshot (which allocates nothing) and
-    // exits.
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 5, 0, 5));
+    // SAFETY: the child allocates (smalloc serves a fork child), takes
+    // snapshots and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let code = match free(smalloc::stats::snapshot()) {
-            (0, 5) => 0,
-            (5, _) => 2,
+        // The thread's record is free here: its slots serve these samples.
+        let v = hundred_k(5);
+        let code = match class_17(&smalloc::stats::snapshot()) {
+            (5, 0, 0, 5) => 0,
+            (5, 5, 0, 10) => 2,
             _ => 3,
         };
+        drop(v);
         // SAFETY: ends the child without running the parent's handlers.
         unsafe { libc::_exit(code) };
     }
     let mut status = 0;
     // SAFETY: waits for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    // 2: the child still counts the slots as kept by a thread it has not.
+    // 2: the child took new memory, the record of a thread it has not still
+    // taken.
     assert_eq!(libc::WEXITSTATUS(status), 0, "child status {status:#x}");
     // The parent's thread still keeps them.
-    assert_eq!(free(smalloc::stats::snapshot()), (5, 0));
+    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 5, 0, 5));
     go.wait();
     t.join().unwrap();
     profile::stop();

@@ -91,7 +91,7 @@ pub fn capture_dwarf(out: &mut Frames) {
 }
 
 /// The top (highest address) of the calling thread's stack, found once.
-fn stack_top() -> usize {
+pub fn stack_top() -> usize {
     let top = profile_word::<STACK_TOP>();
     if top != 0 {
         return top;
@@ -211,6 +211,8 @@ pub struct Walks<const N: usize> {
     known: [FpWalk; N],
     last: usize,
     fill: usize,
+    /// The top of the stack they were walked on.
+    top: usize,
 }
 
 impl<const N: usize> Walks<N> {
@@ -221,12 +223,18 @@ impl<const N: usize> Walks<N> {
             known: core::array::from_fn(|_| FpWalk::new()),
             last: 0,
             fill: 0,
+            top: 0,
         }
     }
 
-    /// Forgets every stack (a record changing hands).
-    pub fn forget(&mut self) {
-        self.known.iter_mut().for_each(|w| w.fp0 = 0);
+    /// A record changed hands: its walks stay known only if the new holder's
+    /// stack has the same top (a thread started where one ended: its stack
+    /// reused, and likely its paths), which keeps every word they reread
+    /// inside the caller's stack.
+    pub fn handed_to_this_thread(&mut self) {
+        if self.top != stack_top() {
+            self.known.iter_mut().for_each(|w| w.fp0 = 0);
+        }
     }
 
     /// The stack-table index of the calling thread's stack, by frame
@@ -252,8 +260,8 @@ impl<const N: usize> Walks<N> {
             return None;
         }
         // SAFETY: a walk whose `fp0` is our frame pointer began where ours
-        // would, at or above our stack pointer, on this thread (records are
-        // per thread, and forget their walks when they change hands).
+        // would, at or above our stack pointer, and read up to its stack's
+        // top, which is ours (see `handed_to_this_thread`).
         let same = |w: &FpWalk| w.fp0 == fp && unsafe { w.unchanged() };
         if same(&self.known[self.last]) {
             return Some(self.known[self.last].index);
@@ -262,10 +270,10 @@ impl<const N: usize> Walks<N> {
             self.last = i;
             return Some(self.known[i].index);
         }
-        let top = stack_top().saturating_sub(16);
+        self.top = stack_top();
         // SAFETY: `fp` is our frame pointer, at or above our stack pointer;
         // `top` is our stack's top less a frame.
-        unsafe { walk_from(&mut self.known[self.fill], fp, top) };
+        unsafe { walk_from(&mut self.known[self.fill], fp, self.top.saturating_sub(16)) };
         None
     }
 
@@ -328,7 +336,6 @@ unsafe fn walk_from(w: &mut FpWalk, fp: usize, top: usize) {
     (w.frames.len, w.frames.folded) = (len, folded);
 }
 
-
 /// libgcc's unwinder interface (part of every Linux process that links
 /// libgcc_s, as Rust's standard library does).
 #[repr(C)]
@@ -376,89 +383,117 @@ fn dwarf(out: &mut Frames) {
 
 #[cfg(test)]
 mod tests {
+    use std::boxed::Box;
+
     use super::{FpWalk, walk_from};
 
-    /// A stack in an array: frames at the given word offsets, each holding
-    /// the next one's address and a return address `0x1000 + k`; the last
-    /// one's caller is below it (the walk's end).
-    fn frames(stack: &mut [usize], at: &[usize]) {
-        let base = stack.as_ptr().addr();
-        for (k, &w) in at.iter().enumerate() {
-            stack[w] = at.get(k + 1).map_or(0, |n| base + 8 * n);
-            stack[w + 1] = 0x1000 + k;
+    /// A stack in an array (its address exposed, as a thread's stack is to
+    /// the walk, which reads it by addresses).
+    struct Fake {
+        words: [usize; 64],
+    }
+
+    impl Fake {
+        /// Frames at the given word offsets, each holding the next one's
+        /// address and a return address `0x1000 + k`; the last one's caller
+        /// is below it (the walk's end).
+        fn new(at: &[usize]) -> Box<Fake> {
+            let mut f = Box::new(Fake { words: [0; 64] });
+            for (k, &w) in at.iter().enumerate() {
+                let next = at.get(k + 1).map_or(0, |&n| f.addr(n));
+                f.set(w, next);
+                f.set(w + 1, 0x1000 + k);
+            }
+            f
         }
+
+        /// The address of word `i`.
+        fn addr(&mut self, i: usize) -> usize {
+            self.words.as_mut_ptr().expose_provenance() + 8 * i
+        }
+
+        /// Writes word `i` through the exposed address (as a program writes
+        /// its stack behind the walk's back).
+        fn set(&mut self, i: usize, v: usize) {
+            let p = core::ptr::with_exposed_provenance_mut::<usize>(self.addr(i));
+            // SAFETY: word `i` of our array.
+            unsafe { p.write_volatile(v) };
+        }
+
+        /// Walks from word 0 up to word `top`.
+        fn walk(&mut self, top: usize) -> FpWalk {
+            let mut w = FpWalk::new();
+            let (start, top) = (self.addr(0), self.addr(top));
+            // SAFETY: the array spans `start..top + 16`.
+            unsafe { walk_from(&mut w, start, top) };
+            w
+        }
+    }
+
+    /// Whether the walk still holds.
+    fn holds(w: &FpWalk) -> bool {
+        // SAFETY: the walk read inside its fake stack, which outlives it.
+        unsafe { w.unchanged() }
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
     fn a_known_walk_holds_only_while_the_words_it_read_do() {
-        let mut stack = [0usize; 64];
         let at = [0, 6, 14, 20, 30];
-        frames(&mut stack, &at);
-        let base = stack.as_ptr().addr();
-        let top = base + 8 * 62;
-        let mut w = FpWalk::new();
-        // SAFETY: the array spans `base..top + 16`.
-        unsafe { walk_from(&mut w, base, top) };
+        let mut f = Fake::new(&at);
+        let mut w = f.walk(62);
         assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002, 0x1003, 0x1004]);
         w.remember(7);
-        // SAFETY (each `unchanged` below): the walk read inside the array.
-        assert!(unsafe { w.unchanged() });
-        // A word no frame holds: still the same stack.
-        stack[3] = 99;
-        stack[31 + 2] = 98;
-        assert!(unsafe { w.unchanged() });
+        assert!(holds(&w));
+        // Words no frame holds: still the same stack.
+        f.set(3, 99);
+        f.set(33, 98);
+        assert!(holds(&w));
         // An outer return address (a caller called from elsewhere), and
         // back.
-        stack[at[3] + 1] = 0x2000;
-        assert!(!unsafe { w.unchanged() });
-        stack[at[3] + 1] = 0x1003;
-        assert!(unsafe { w.unchanged() });
+        f.set(at[3] + 1, 0x2000);
+        assert!(!holds(&w));
+        f.set(at[3] + 1, 0x1003);
+        assert!(holds(&w));
         // The chain moved (a caller's frame elsewhere), and back.
-        stack[at[2]] = base + 8 * 40;
-        assert!(!unsafe { w.unchanged() });
-        stack[at[2]] = base + 8 * at[3];
-        assert!(unsafe { w.unchanged() });
+        let (elsewhere, back) = (f.addr(40), f.addr(at[3]));
+        f.set(at[2], elsewhere);
+        assert!(!holds(&w));
+        f.set(at[2], back);
+        assert!(holds(&w));
         // The last frame's caller pointer climbs now: the walk would go on.
-        stack[at[4]] = base + 8 * 40;
-        assert!(!unsafe { w.unchanged() });
+        let above = f.addr(40);
+        f.set(at[4], above);
+        assert!(!holds(&w));
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
     fn a_walk_that_ended_on_a_zero_return_address_checks_it_again() {
-        let mut stack = [0usize; 64];
         let at = [0, 6, 14];
-        frames(&mut stack, &at);
-        let base = stack.as_ptr().addr();
+        let mut f = Fake::new(&at);
         // The last frame leads on to one whose return address is zero.
-        stack[at[2]] = base + 8 * 24;
-        stack[24] = base + 8 * 30;
-        stack[25] = 0;
-        let mut w = FpWalk::new();
-        // SAFETY: the array spans `base..top + 16`.
-        unsafe { walk_from(&mut w, base, base + 8 * 62) };
+        let (w24, w30) = (f.addr(24), f.addr(30));
+        f.set(at[2], w24);
+        f.set(24, w30);
+        f.set(25, 0);
+        let mut w = f.walk(62);
         assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002]);
         w.remember(3);
-        // SAFETY (each `unchanged` below): the walk read inside the array.
-        assert!(unsafe { w.unchanged() });
+        assert!(holds(&w));
         // That return address is a real one now: the walk would go on.
-        stack[25] = 0x1003;
-        assert!(!unsafe { w.unchanged() });
+        f.set(25, 0x1003);
+        assert!(!holds(&w));
     }
 
     #[test]
     #[cfg_attr(miri, ignore)] // addresses rebuilt from integers
-    fn a_walk_stops_at_the_top_and_a_forgotten_one_is_not_known() {
-        let mut stack = [0usize; 64];
-        let at = [0, 6, 14, 20, 30];
-        frames(&mut stack, &at);
-        let base = stack.as_ptr().addr();
-        let mut w = FpWalk::new();
-        // SAFETY: the array spans `base..base + 8 * 22`.
-        unsafe { walk_from(&mut w, base, base + 8 * 20) };
+    fn a_walk_stops_at_the_top() {
+        let mut f = Fake::new(&[0, 6, 14, 20, 30]);
+        let mut w = f.walk(20);
         assert_eq!(w.frames.get(), [0x1000, 0x1001, 0x1002, 0x1003]);
         w.remember(1);
-        assert_eq!(w.fp0, base);
+        assert_eq!(w.fp0, f.addr(0));
+        assert!(holds(&w));
     }
 }

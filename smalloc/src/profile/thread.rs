@@ -12,11 +12,16 @@
 //!   recognized by rereading the words the last walk read, independent loads
 //!   instead of a chain, and needs no lookup in the stack table.
 //!
-//! A thread takes a record at its first sample and gives it back at its exit
-//! (a pthread key's destructor) or, in a `fork` child, when it is not the
-//! thread that forked. A thread that finds every record taken samples
-//! without one. Only the holder reads or writes a record's slots and walk
-//! (the fork child handler runs when the child has no other thread); the
+//! A thread takes a record at its first sample (the lowest free one) and
+//! gives it back at its exit (a pthread key's destructor) or, in a `fork`
+//! child, when it is not the thread that forked; the record keeps its slots
+//! and walks for the next thread that takes it (programs that start
+//! threads over and over start them alike). A thread that finds every
+//! record taken samples without one. Slots in a free record are taken by a
+//! sample that would otherwise touch new memory, and given to the shared
+//! lists by a trim. Only the holder reads or writes a record's slots and
+//! walks (one who takes a free record only for that holds it meanwhile;
+//! the fork child handler runs when the child has no other thread); the
 //! statistics read the slot counts.
 
 use core::cell::UnsafeCell;
@@ -66,6 +71,8 @@ static RECORDS_AT: AtomicUsize = AtomicUsize::new(0);
 static KEY: AtomicUsize = AtomicUsize::new(0);
 /// Whether the fork child handler is registered.
 static FORK: AtomicBool = AtomicBool::new(false);
+/// Records ever taken are below this number.
+static USED: AtomicUsize = AtomicUsize::new(0);
 
 /// Maps the records if not yet done; false if the OS refused.
 pub fn init() -> bool {
@@ -125,18 +132,12 @@ fn take() -> Option<&'static Record> {
     set_profile_word::<RECORD>(NONE);
     // The lowest free one: the first records have stack totals of their own
     // (see `table::EXCLUSIVE`).
-    let r = (0..RECORDS).find_map(|i| {
-        let r = record(i)?;
-        // Acquire: the record's last holder gave its slots back before its
-        // Release (see `give_back`). Relaxed on failure: passed over.
-        (!r.taken.load(Ordering::Relaxed)
-            && r.taken
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok())
-        .then_some(r)
-    })?;
+    let (i, r) = (0..RECORDS).find_map(|i| Some((i, record(i)?.claim()?)))?;
+    // Relaxed: bounds the scans of the records; a record counts once its
+    // claim is visible anyway.
+    USED.fetch_max(i + 1, Ordering::Relaxed);
     // SAFETY: we hold the record now.
-    unsafe { (*r.walks.get()).forget() };
+    unsafe { (*r.walks.get()).handed_to_this_thread() };
     let addr = core::ptr::from_ref(r).addr();
     set_profile_word::<RECORD>(addr);
     if let Some(key) = home_slab::key_once(&KEY, Some(at_exit)) {
@@ -153,7 +154,32 @@ fn take() -> Option<&'static Record> {
     Some(r)
 }
 
+/// The records ever taken.
+fn used() -> impl Iterator<Item = &'static Record> {
+    // Relaxed: see `take`.
+    (0..USED.load(Ordering::Relaxed)).map_while(record)
+}
+
 impl Record {
+    /// Takes the record if it is free.
+    fn claim(&self) -> Option<&Record> {
+        // Acquire: the last holder's writes to the record (its slots, its
+        // walks) happen before ours; it released them (`release`). Relaxed
+        // on failure: passed over.
+        (!self.taken.load(Ordering::Relaxed)
+            && self
+                .taken
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok())
+        .then_some(self)
+    }
+
+    /// Gives the record back, with its slots and walks.
+    fn release(&self) {
+        // Release: see `claim`.
+        self.taken.store(false, Ordering::Release);
+    }
+
     /// The holder's walks of its last samples.
     ///
     /// # Safety
@@ -202,9 +228,9 @@ impl Record {
         true
     }
 
-    /// Puts every kept slot on the slab's shared lists and frees the record
-    /// (its holder, or the fork child for a thread that is gone).
-    fn give_back(&self) {
+    /// Puts every kept slot on the profile slab's shared lists (the holder
+    /// only).
+    fn flush(&self) {
         for sc in layout::MIN_SC..=layout::MAX_SC {
             while let Some(p) = self.take_slot(sc) {
                 let addr = p.addr();
@@ -219,8 +245,6 @@ impl Record {
                 };
             }
         }
-        // Release: the next holder sees the record emptied.
-        self.taken.store(false, Ordering::Release);
     }
 }
 
@@ -250,12 +274,33 @@ pub fn keep(addr: usize, sc: u32) -> bool {
 /// Slots of size class `sc` kept by records (for the statistics: free
 /// slots of the profile's slab, on no list).
 pub fn kept(sc: u32) -> u64 {
-    (0..RECORDS)
-        .map_while(record)
+    used()
         // Relaxed: a count, exact when no thread samples or frees.
-        .filter(|r| r.taken.load(Ordering::Relaxed))
         .map(|r| u64::from(r.counts[sc as usize].load(Ordering::Relaxed)))
         .sum()
+}
+
+/// A slot of size class `sc` from a free record, for a sample that would
+/// otherwise touch new memory.
+pub fn idle_slot(sc: u32) -> Option<*mut u8> {
+    used().find_map(|r| {
+        let r = r.claim()?;
+        let p = r.take_slot(sc);
+        r.release();
+        p
+    })
+}
+
+/// Puts the slots of the free records and of the calling thread's own on
+/// the shared lists (a trim then reaches them).
+pub fn flush_idle() {
+    if let Some(r) = held() {
+        r.flush();
+    }
+    for r in used().filter_map(Record::claim) {
+        r.flush();
+        r.release();
+    }
 }
 
 /// The key's destructor: the exiting thread gives its record back and takes
@@ -263,17 +308,17 @@ pub fn kept(sc: u32) -> u64 {
 extern "C" fn at_exit(value: *mut libc::c_void) {
     set_profile_word::<RECORD>(NONE);
     // SAFETY: the value is our record's address (see `take`).
-    unsafe { &*value.cast::<Record>() }.give_back();
+    unsafe { &*value.cast::<Record>() }.release();
 }
 
 /// Runs in a `fork` child: the records of the parent's other threads are
-/// given back (their threads do not exist here).
+/// free (their threads do not exist here), their slots still kept.
 extern "C" fn after_fork() {
     let mine = held().map(|r| core::ptr::from_ref(r).addr());
-    for r in (0..RECORDS).map_while(record) {
+    for r in used() {
         // Relaxed: the child's only thread reads what it wrote or inherited.
         if r.taken.load(Ordering::Relaxed) && Some(core::ptr::from_ref(r).addr()) != mine {
-            r.give_back();
+            r.release();
         }
     }
 }
