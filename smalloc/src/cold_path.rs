@@ -51,24 +51,34 @@ fn counted(got: Got, req: Request) -> Got {
 }
 
 /// `req`, for a slot of size class `sc`, counted towards the next sample
-/// (the `profile` feature) before the cold path takes a slot for it: the
-/// sample's slot when it is taken, so no slot is taken only to be swapped.
-/// Counted once the thread has a slab (the first allocation counts on its
-/// second pass).
+/// (the `profile` feature) before the cold path takes a slot for it; `take`
+/// takes the slot when the request is not sampled (and when a sample finds
+/// no slot). Counted once the thread has a slab (the first allocation
+/// counts on its second pass). The sample is a tail call, so the path that
+/// does not sample saves no registers for it.
 #[inline(always)]
-fn sampled(sc: u32, req: Request) -> Option<Got> {
+fn or_sampled(sc: u32, req: Request, take: impl FnOnce() -> Got) -> Got {
     #[cfg(feature = "profile")]
     if home_slab::current() != 0 && crate::profile::due(req.size) {
-        let got = crate::profile::sample_new(sc, req.size);
-        #[cfg(feature = "valgrind")]
-        if let Some(got) = got {
-            crate::valgrind::allocated(got.0, req.size);
-        }
-        return got;
+        return sampled(sc, req, take);
     }
     #[cfg(not(feature = "profile"))]
     let _ = (sc, req);
-    None
+    take()
+}
+
+/// The countdown ran out (see [`or_sampled`]): the sample's slot, taken
+/// from the profile's slab, or `take`'s.
+#[cfg(feature = "profile")]
+#[cold]
+#[inline(never)]
+fn sampled(sc: u32, req: Request, take: impl FnOnce() -> Got) -> Got {
+    let Some(got) = crate::profile::sample_new(sc, req.size) else {
+        return take();
+    };
+    #[cfg(feature = "valgrind")]
+    crate::valgrind::allocated(got.0, req.size);
+    got
 }
 
 /// A slot of size class `sc` of the profile's slab (the `profile` feature),
@@ -116,25 +126,24 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 #[cold]
 #[inline(never)]
 pub fn alloc_small(sc: u32, req: Request) -> Got {
-    if let Some(got) = sampled(sc, req) {
-        return got;
-    }
-    let owned = home_slab::owned();
-    if is_owner(owned) {
-        return counted(owner_refill(home_slab::owned_slab(owned), sc), req);
-    }
-    let current = home_slab::current();
-    if current == 0 {
-        return alloc_first(sc, req);
-    }
-    let addr = home_slab::slab_addr(current);
-    let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
-    if home_slab::may_own(current) {
-        if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc), req);
+    or_sampled(sc, req, || {
+        let owned = home_slab::owned();
+        if is_owner(owned) {
+            return counted(owner_refill(home_slab::owned_slab(owned), sc), req);
         }
-    }
-    counted(shared_alloc(base, slab, sc), req)
+        let current = home_slab::current();
+        if current == 0 {
+            return alloc_first(sc, req);
+        }
+        let addr = home_slab::slab_addr(current);
+        let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
+        if home_slab::may_own(current) {
+            if let Some(owned) = claim_any(base, slab) {
+                return counted(owner_refill(owned, sc), req);
+            }
+        }
+        counted(shared_alloc(base, slab, sc), req)
+    })
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -142,22 +151,21 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Got {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    if let Some(got) = sampled(sc, req) {
-        return got;
-    }
-    let owned = home_slab::owned();
-    if is_owner(owned) {
-        if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
-            return counted(got, req);
+    or_sampled(sc, req, || {
+        let owned = home_slab::owned();
+        if is_owner(owned) {
+            if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
+                return counted(got, req);
+            }
         }
-    }
-    let current = home_slab::current();
-    if current == 0 {
-        return alloc_first(sc, req);
-    }
-    let addr = home_slab::slab_addr(current);
-    let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
-    counted(got, req)
+        let current = home_slab::current();
+        if current == 0 {
+            return alloc_first(sc, req);
+        }
+        let addr = home_slab::slab_addr(current);
+        let got = shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc);
+        counted(got, req)
+    })
 }
 
 /// The first allocation of this thread (and maybe of the process): reserve
