@@ -13,6 +13,7 @@
 //! symbolized until a profile is written ([`Profile`]).
 
 mod approx;
+mod exponential;
 mod output;
 pub mod pprof;
 pub(crate) mod sampler;

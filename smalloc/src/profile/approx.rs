@@ -32,7 +32,7 @@ const LN_TABLE: [(f64, f64); 1 << LN_BITS] = {
 
 /// `ln c` for `c` in `[1/2, 2]` by the series of `2 atanh((c - 1) / (c + 1))`
 /// to full precision (compile time only).
-const fn series_ln(c: f64) -> f64 {
+pub const fn series_ln(c: f64) -> f64 {
     let t = (c - 1.0) / (c + 1.0);
     let (mut sum, mut power, mut k) = (0.0, t, 1.0);
     while k < 80.0 {
@@ -77,7 +77,7 @@ const EXP_TABLE: [f64; 1 << EXP_BITS] = {
 
 /// `exp(x)` for `x` in `[-1, 0]` by its series to full precision (compile
 /// time only).
-const fn series_exp(x: f64) -> f64 {
+pub const fn series_exp(x: f64) -> f64 {
     let (mut sum, mut term, mut k) = (1.0, 1.0, 1.0);
     while k < 30.0 {
         term *= x / k;

@@ -122,13 +122,13 @@ fn draw(mean: usize) -> usize {
         let local = 0u8;
         x = (core::ptr::from_ref(&local).addr() as u64) ^ super::now_ns() | 1;
     }
-    // xorshift64*
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
+    let e = super::exponential::standard(|| {
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    });
     set_profile_word::<RNG>(x as usize);
-    let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    // Uniform in (0, 1].
-    let u = ((r >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    (-super::approx::ln(u) * mean as f64) as usize + 1
+    (e * mean as f64) as usize + 1
 }
