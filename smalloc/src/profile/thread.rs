@@ -1,15 +1,15 @@
 //! Each sampling thread's record, outside the heap: a few free slots of the
-//! profile's slab per size class, and the stack of its last sample as the
-//! walk read it.
+//! profile's slab per size class, the walks of its last distinct stacks, and
+//! (for the first records) a shard of the stack totals of its own.
 //!
 //! * **Slots**: a sampled block freed by a thread with a record goes to the
 //!   record (up to [`room`] per size class), and its next sample of that size
 //!   class takes it back: no compare-and-swap on the shared list that every
 //!   sampling thread uses, and no link written into a block that has left
-//!   the cache. Beyond the room, and when a record is given back, slots go
-//!   to the slab's shared list as before.
-//! * **Stack**: see [`FpWalk`]: a sample taken from the same stack again is
-//!   recognized by rereading the words the last walk read, independent loads
+//!   the cache. Beyond the room, slots go to the slab's shared list as
+//!   before.
+//! * **Stacks**: see [`Walks`]: a sample taken from a stack seen lately is
+//!   recognized by rereading the words its walk read, independent loads
 //!   instead of a chain, and needs no lookup in the stack table.
 //!
 //! A thread takes a record at its first sample (the lowest free one) and
