@@ -265,7 +265,8 @@ fn account(i: usize, shard: usize, size: usize, count: f64) -> u64 {
     let fixed = (count * ONE) as u64;
     let bytes = (size as f64 * count) as u64;
     let totals = &stack(i).totals;
-    if let Some(t) = totals.get(shard).filter(|_| shard < EXCLUSIVE) {
+    if shard < EXCLUSIVE {
+        let t = &totals[shard];
         // Relaxed loads and stores: this thread is the shard's only writer
         // (the record's previous holder gave it back with a Release that
         // our claim of it acquired); a snapshot reads each total a moment
