@@ -53,7 +53,8 @@ pub fn set_sample_hook(hook: fn()) {
 }
 
 /// Starts sampling, one sample per `mean` bytes on average, stacks walked
-/// by `unwind`. Threads begin within their next MiB of allocation, the
+/// by `unwind`. Other threads begin at their next look, within 64 MiB of
+/// allocation (1 MiB for one that allocated little while it was off); the
 /// calling thread at once. False if the table could not be mapped.
 pub fn start(mean: usize, unwind: Unwind) -> bool {
     if !table::init() || !thread::init() {

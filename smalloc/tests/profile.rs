@@ -609,3 +609,51 @@ fn every_sample_is_in_the_totals_with_more_threads_than_exclusive_shards() {
     assert_eq!(total, HOOKED.load(std::sync::atomic::Ordering::Relaxed));
     assert!(total > 12 * 1000, "{total} samples");
 }
+
+thread_local! {
+    static MY_SAMPLES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn hooked_here() {
+    MY_SAMPLES.with(|c| c.set(c.get() + 1));
+}
+
+/// Allocates and frees `bytes` in 64 KiB blocks, one at a time, until the
+/// calling thread takes a sample; the bytes allocated until then.
+fn until_sampled(bytes: usize) -> usize {
+    let mut done = 0;
+    while done < bytes && MY_SAMPLES.with(|c| c.get()) == 0 {
+        drop(black_box(Vec::<u8>::with_capacity(64 << 10)));
+        done += 64 << 10;
+    }
+    done
+}
+
+#[test]
+fn a_thread_that_allocated_much_while_sampling_was_off_begins_within_64_mib() {
+    // While sampling is off a thread looks whether it is on ever more
+    // seldom, up to every 64 MiB it allocates: after 2 GiB it begins
+    // within 64 MiB of a start, and at its first look a sample is all
+    // but certain (a 64 KiB block reaches past the first countdown, of
+    // mean 4 KiB, with probability 1 - exp(-16)).
+    profile::set_sample_hook(hooked_here);
+    let (started, off) = (Arc::new(std::sync::Barrier::new(2)), 2 << 30);
+    let t = {
+        let started = started.clone();
+        thread::spawn(move || {
+            assert_eq!(until_sampled(off), off, "sampled while off");
+            started.wait();
+            started.wait();
+            until_sampled(1 << 30)
+        })
+    };
+    started.wait();
+    assert!(profile::start(4 << 10, Unwind::FramePointers));
+    started.wait();
+    let after = t.join().unwrap();
+    profile::stop();
+    assert!(
+        after <= (64 << 20) + (64 << 10),
+        "began after {after} bytes"
+    );
+}

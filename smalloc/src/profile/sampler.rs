@@ -17,9 +17,18 @@ const INSIDE: usize = 1;
 /// starts with, which would sample every thread's first allocation).
 const ARMED: usize = 2;
 
-/// Bytes a thread allocates between two looks at whether profiling is on,
-/// while it is off.
+/// In [`FLAGS`], from this bit up: how many looks in a row found profiling
+/// off (at most [`MAX_LOOKS`]).
+const LOOKS: usize = 2;
+
+/// While profiling is off, a thread looks whether it is on after
+/// allocating `RECHECK << looks` bytes: 1 MiB after a first look, doubling
+/// up to 64 MiB, so a thread that allocates much while it is off looks
+/// seldom (a look is a call out of line, a tenth of a medium allocation;
+/// see docs/decisions.md).
 const RECHECK: usize = 1 << 20;
+/// The most doublings of [`RECHECK`].
+const MAX_LOOKS: usize = 6;
 
 /// The mean sampling interval in bytes; 0 when profiling is off.
 static MEAN: AtomicUsize = AtomicUsize::new(0);
@@ -36,8 +45,9 @@ pub fn due(bytes: usize) -> bool {
     sub_profile_word::<LEFT>(bytes)
 }
 
-/// Sets the mean interval (0: off). Threads notice within their next
-/// [`RECHECK`] bytes; the calling thread at once.
+/// Sets the mean interval (0: off). Other threads notice at their next
+/// look (within 64 MiB of allocation, see [`RECHECK`]); the calling thread
+/// at once.
 pub fn set_mean(mean: usize) {
     // Relaxed: a setting; samples taken under either value are valid.
     MEAN.store(mean, Ordering::Relaxed);
@@ -77,12 +87,15 @@ pub fn rearm(size: usize) -> bool {
     let mean = mean();
     let flags = profile_word::<FLAGS>();
     if mean == 0 {
-        set_profile_word::<FLAGS>(flags & !ARMED);
-        set_profile_word::<LEFT>(RECHECK);
+        let looks = flags >> LOOKS;
+        let next = (looks + 1).min(MAX_LOOKS) << LOOKS;
+        set_profile_word::<FLAGS>(flags & INSIDE | next);
+        set_profile_word::<LEFT>(RECHECK << looks);
         return false;
     }
     if flags & ARMED == 0 {
-        set_profile_word::<FLAGS>(flags | ARMED);
+        // Looks start over at the next stop.
+        set_profile_word::<FLAGS>(flags & INSIDE | ARMED);
         let left = draw(mean);
         if left > size {
             set_profile_word::<LEFT>(left - size);
