@@ -36,6 +36,11 @@ use crate::{cold_path, counters, hot_path};
 /// tcmalloc's.
 pub const DEFAULT_MEAN: usize = 512 << 10;
 
+/// The largest mean interval (a larger one given to [`start`] is taken as
+/// this): 2^62 bytes, so that sizes and means convert to `f64` and back
+/// through `i64`.
+pub const MAX_MEAN: usize = 1 << 62;
+
 /// Whether stacks are walked with libgcc's DWARF unwinder instead of frame
 /// pointers.
 static DWARF: AtomicBool = AtomicBool::new(false);
@@ -62,7 +67,7 @@ pub fn start(mean: usize, unwind: Unwind) -> bool {
     }
     // Relaxed: a setting.
     DWARF.store(unwind == Unwind::Dwarf, Ordering::Relaxed);
-    sampler::set_mean(mean.max(1));
+    sampler::set_mean(mean.clamp(1, MAX_MEAN));
     true
 }
 
@@ -203,7 +208,7 @@ fn after_sample() {
 /// Poisson sampling by bytes): it was sampled with probability
 /// `1 - exp(-size / mean)`.
 fn weight(size: usize) -> f64 {
-    let x = size as f64 * sampler::inverse_mean();
+    let x = approx::to_f64(size) * sampler::inverse_mean();
     let p = if x >= 40.0 {
         // exp(-40) is below f64's precision next to 1.
         return 1.0;

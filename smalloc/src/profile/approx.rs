@@ -105,6 +105,25 @@ pub fn exp_neg(x: f64) -> f64 {
     EXP_TABLE[j as usize] * series * f64::from_bits(((1023 - n) as u64) << 52)
 }
 
+/// `x as f64` for `x < 2^63` (sizes and means): through `i64`, one
+/// instruction where `u64`'s conversion takes six.
+#[inline(always)]
+pub fn to_f64(x: usize) -> f64 {
+    debug_assert!(x <= i64::MAX as usize);
+    x as i64 as f64
+}
+
+/// `x as u64` for a finite `x >= 0`, saturating at 2^62 (estimates and
+/// countdowns): a minimum and one conversion, where `u64`'s saturating
+/// conversion takes a dozen instructions.
+#[inline(always)]
+pub fn to_u64(x: f64) -> u64 {
+    debug_assert!(x.is_finite() && x >= 0.0);
+    // SAFETY: `x` is finite and non-negative, so the minimum is in
+    // `[0, 2^62]`, which `i64` holds.
+    unsafe { x.min((1u64 << 62) as f64).to_int_unchecked::<i64>() as u64 }
+}
+
 #[cfg(test)]
 #[test]
 fn close_to_libm() {

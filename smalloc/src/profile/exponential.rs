@@ -78,32 +78,42 @@ fn unit(r: u64) -> f64 {
 /// `next` yields (their top 8 bits pick a layer, bits 3 to 55 a point).
 #[inline(always)]
 pub fn standard(mut next: impl FnMut() -> u64) -> f64 {
-    loop {
-        let r = next();
-        let i = (r >> 56) as usize;
-        let x = unit(r) * X[i];
-        if x < X[i + 1] {
-            return x;
-        }
-        if let Some(x) = beyond_edge(i, x, &mut next) {
-            return x;
-        }
+    let (i, x) = point(next());
+    if x < X[i + 1] {
+        return x;
     }
+    // Out of line, with the loop: the common path saves no registers.
+    beyond_edge(i, x, &mut next)
+}
+
+/// The layer and the point of its box that the random word `r` picks.
+#[inline(always)]
+fn point(r: u64) -> (usize, f64) {
+    let i = (r >> 56) as usize;
+    (i, unit(r) * X[i])
 }
 
 /// The rare part of [`standard`]: the point `x` of layer `i` lies right of
 /// the next edge. The tail for the base layer; for the others the wedge
-/// test, `None` when the point is above the curve (the draw starts over).
+/// test, and when the point is above the curve the draw starts over.
 #[cold]
 #[inline(never)]
-fn beyond_edge(i: usize, x: f64, next: &mut impl FnMut() -> u64) -> Option<f64> {
-    if i == 0 {
-        // Uniform in (0, 1].
-        let u = 1.0 - unit(next());
-        return Some(R - approx::ln(u));
+fn beyond_edge(mut i: usize, mut x: f64, next: &mut impl FnMut() -> u64) -> f64 {
+    loop {
+        if i == 0 {
+            // Uniform in (0, 1].
+            let u = 1.0 - unit(next());
+            return R - approx::ln(u);
+        }
+        let y = F[i] + (F[i + 1] - F[i]) * unit(next());
+        if y < approx::exp_neg(x) {
+            return x;
+        }
+        (i, x) = point(next());
+        if x < X[i + 1] {
+            return x;
+        }
     }
-    let y = F[i] + (F[i + 1] - F[i]) * unit(next());
-    (y < approx::exp_neg(x)).then_some(x)
 }
 
 #[cfg(test)]

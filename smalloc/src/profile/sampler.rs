@@ -143,5 +143,5 @@ fn draw(mean: usize) -> usize {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     });
     set_profile_word::<RNG>(x as usize);
-    (e * mean as f64) as usize + 1
+    super::approx::to_u64(e * super::approx::to_f64(mean)) as usize + 1
 }

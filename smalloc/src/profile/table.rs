@@ -18,6 +18,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use super::approx;
 use super::stack::Frames;
 use crate::layout::{self, NUM_SCS};
 use crate::sys;
@@ -262,8 +263,8 @@ pub fn intern(frames: &Frames) -> Option<usize> {
 /// stack at `i` by the holder of record `shard` (or [`EXCLUSIVE`] or more:
 /// by any thread): added to the stack's totals; the count in fixed point.
 fn account(i: usize, shard: usize, size: usize, count: f64) -> u64 {
-    let fixed = (count * ONE) as u64;
-    let bytes = (size as f64 * count) as u64;
+    let fixed = approx::to_u64(count * ONE);
+    let bytes = approx::to_u64(approx::to_f64(size) * count);
     let totals = &stack(i).totals;
     if shard < EXCLUSIVE {
         let t = &totals[shard];
