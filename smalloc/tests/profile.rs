@@ -657,3 +657,19 @@ fn a_thread_that_allocated_much_while_sampling_was_off_begins_within_64_mib() {
         "began after {after} bytes"
     );
 }
+
+#[test]
+fn the_largest_means_sample_almost_nothing_and_overflow_nothing() {
+    // A mean beyond `MAX_MEAN` is taken as it: countdowns drawn from it
+    // neither overflow (a debug build would panic) nor wrap to a small
+    // count (which would sample at once).
+    for mean in [usize::MAX, profile::MAX_MEAN + 1, profile::MAX_MEAN] {
+        assert!(profile::start(mean, Unwind::FramePointers));
+        for i in 0..1000 {
+            drop(black_box(vec![i as u8; 1 << 20]));
+        }
+        profile::stop();
+    }
+    let p = Profile::snapshot();
+    assert_eq!(samples(&p), 0);
+}
