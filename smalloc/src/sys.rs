@@ -144,6 +144,7 @@ pub fn yield_now() {
 /// computed instead of deriving what it needs from earlier values (which,
 /// on the hot path of free, costs two more instructions). No code.
 #[inline(always)]
+#[cfg_attr(miri, allow(unused_mut))] // Miri runs no assembly
 pub fn opaque(mut x: usize) -> usize {
     #[cfg(not(miri))]
     // SAFETY: an empty assembly block that only "changes" a register.
