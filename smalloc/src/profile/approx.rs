@@ -113,15 +113,16 @@ pub fn to_f64(x: usize) -> f64 {
     x as i64 as f64
 }
 
-/// `x as u64` for a finite `x >= 0`, saturating at 2^62 (estimates and
-/// countdowns): a minimum and one conversion, where `u64`'s saturating
+/// `x as u64` for `x >= 0` (estimates and countdowns), saturating at 2^62:
+/// a maximum, a minimum and one conversion, where `u64`'s saturating
 /// conversion takes a dozen instructions.
 #[inline(always)]
 pub fn to_u64(x: f64) -> u64 {
-    debug_assert!(x.is_finite() && x >= 0.0);
-    // SAFETY: `x` is finite and non-negative, so the minimum is in
-    // `[0, 2^62]`, which `i64` holds.
-    unsafe { x.min((1u64 << 62) as f64).to_int_unchecked::<i64>() as u64 }
+    debug_assert!(x >= 0.0);
+    // `max` makes a NaN 0.
+    let x = x.max(0.0).min((1u64 << 62) as f64);
+    // SAFETY: `x` is in `[0, 2^62]`, which `i64` holds.
+    unsafe { x.to_int_unchecked::<i64>() as u64 }
 }
 
 #[cfg(test)]
@@ -166,4 +167,15 @@ fn close_to_libm() {
         x += 0.001_37;
     }
     assert!(worst < 1e-12, "{worst}");
+}
+
+#[cfg(test)]
+#[test]
+fn conversions_through_i64_truncate_and_saturate() {
+    assert_eq!(to_u64(0.0), 0);
+    assert_eq!(to_u64(3.99), 3);
+    assert_eq!(to_u64(1e300), 1 << 62);
+    assert_eq!(to_u64(f64::INFINITY), 1 << 62);
+    assert_eq!(to_f64(usize::MAX >> 1), 2f64.powi(63));
+    assert_eq!(to_f64(12345), 12345.0);
 }
