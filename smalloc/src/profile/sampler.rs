@@ -82,7 +82,9 @@ pub fn last_mean() -> usize {
 /// whether to sample it. Draws the next countdown either way. A countdown
 /// that was not drawn (the zero a thread starts with, or what was left when
 /// sampling was off) says nothing: a first one is drawn, and the allocation
-/// is sampled only if it reaches past it.
+/// is sampled only if it reaches past it. Inlined into the sample's
+/// functions, which save the registers it needs anyway.
+#[inline(always)]
 pub fn rearm(size: usize) -> bool {
     let mean = mean();
     let flags = profile_word::<FLAGS>();

@@ -240,8 +240,10 @@ impl<const N: usize> Walks<N> {
     /// The stack-table index of the calling thread's stack, by frame
     /// pointers, if one of the known walks is of that stack; otherwise it is
     /// walked (see [`walked`](Self::walked)) and the result is `None`.
+    /// Inlined: the walk starts at the caller's frame (one frame fewer to
+    /// reread, and no registers saved for a call).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    #[inline(never)]
+    #[inline(always)]
     pub fn find_or_walk(&mut self) -> Option<usize> {
         let (fp, sp): (usize, usize);
         // SAFETY: reads two registers.
