@@ -290,7 +290,7 @@ impl Symbols {
 /// a shared library (not the main program).
 fn own_library() -> Option<(usize, usize)> {
     let mut info = core::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    let here = super::sample_new as *const () as *const core::ffi::c_void;
+    let here = own_library as *const () as *const core::ffi::c_void;
     // SAFETY: `here` is an address of our code; `info` is a valid
     // out-pointer.
     if unsafe { libc::dladdr(here, info.as_mut_ptr()) } == 0 {
