@@ -3,7 +3,8 @@
 //! each, a series long enough for the whole range a division and a dozen
 //! multiplications. Both are within 1e-12 of libm (relative, or absolute
 //! near zero), which moves the sampling probabilities, and so the
-//! estimates, by as little. The tables are computed at compile time.
+//! estimates, by as little. The tables are computed at compile time, and
+//! so are the ziggurat's (`exponential`), with these same functions.
 
 /// ln 2, split in two so that `n * LN2_HI` is exact for the `n` used here.
 const LN2_HI: f64 = 0.693_147_180_369_123_8;
@@ -32,7 +33,7 @@ const LN_TABLE: [(f64, f64); 1 << LN_BITS] = {
 
 /// `ln c` for `c` in `[1/2, 2]` by the series of `2 atanh((c - 1) / (c + 1))`
 /// to full precision (compile time only).
-pub const fn series_ln(c: f64) -> f64 {
+const fn series_ln(c: f64) -> f64 {
     let t = (c - 1.0) / (c + 1.0);
     let (mut sum, mut power, mut k) = (0.0, t, 1.0);
     while k < 80.0 {
@@ -49,7 +50,7 @@ pub const fn series_ln(c: f64) -> f64 {
 /// `ln(1 + r)` leave less than `r^6 / 6 < 1e-15`. Above sqrt 2, `u = 2^(e+1)
 /// (m / 2)`: just below 1, `e ln 2` would cancel `ln m` to a few bits.
 #[inline]
-pub fn ln(u: f64) -> f64 {
+pub const fn ln(u: f64) -> f64 {
     debug_assert!(u.is_normal() && u > 0.0);
     let bits = u.to_bits();
     let j = (bits >> (52 - LN_BITS)) & ((1 << LN_BITS) - 1);
@@ -77,7 +78,7 @@ const EXP_TABLE: [f64; 1 << EXP_BITS] = {
 
 /// `exp(x)` for `x` in `[-1, 0]` by its series to full precision (compile
 /// time only).
-pub const fn series_exp(x: f64) -> f64 {
+const fn series_exp(x: f64) -> f64 {
     let (mut sum, mut term, mut k) = (1.0, 1.0, 1.0);
     while k < 30.0 {
         term *= x / k;
@@ -92,8 +93,8 @@ pub const fn series_exp(x: f64) -> f64 {
 /// 0.011`, where six terms of the series leave less than `z^6 / 720 <
 /// 3e-15`.
 #[inline]
-pub fn exp_neg(x: f64) -> f64 {
-    debug_assert!((0.0..=700.0).contains(&x));
+pub const fn exp_neg(x: f64) -> f64 {
+    debug_assert!(x >= 0.0 && x <= 700.0);
     let steps = (x * (core::f64::consts::LOG2_E * (1 << EXP_BITS) as f64)) as i64;
     // The remainder from `x` itself, not from the scaled product (whose
     // rounding would be scaled by 64): `z = x - steps ln 2 / 64`.

@@ -11,7 +11,7 @@
 //! memoryless). Exact: the tables only place the layers, and every point
 //! accepted lies under the curve.
 
-use super::approx::{self, series_exp, series_ln};
+use super::approx::{exp_neg, ln};
 
 /// Layers.
 const LAYERS: usize = 256;
@@ -19,27 +19,6 @@ const LAYERS: usize = 256;
 /// layer's area, for 256 layers (Marsaglia and Tsang, 2000).
 const R: f64 = 7.697_117_470_131_05;
 const V: f64 = 0.003_949_659_822_581_557;
-
-/// `exp(-x)` for `x >= 0` (compile time only): the series at `x / 32`,
-/// squared five times.
-const fn exp_neg(x: f64) -> f64 {
-    let mut e = series_exp(-x / 32.0);
-    let mut k = 0;
-    while k < 5 {
-        e *= e;
-        k += 1;
-    }
-    e
-}
-
-/// `ln y` for a normal `y > 0` (compile time only): `y = 2^e m`, `m` in
-/// `[1, 2)`.
-const fn ln(y: f64) -> f64 {
-    let bits = y.to_bits();
-    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    let m = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
-    e as f64 * core::f64::consts::LN_2 + series_ln(m)
-}
 
 /// `X[i]`: the right edge of layer `i`'s box. Layer 0 is the base, a box
 /// of width `V / exp(-R)` that stands for the rectangle up to `R` and the
@@ -103,10 +82,10 @@ fn beyond_edge(mut i: usize, mut x: f64, next: &mut impl FnMut() -> u64) -> f64 
         if i == 0 {
             // Uniform in (0, 1].
             let u = 1.0 - unit(next());
-            return R - approx::ln(u);
+            return R - ln(u);
         }
         let y = F[i] + (F[i + 1] - F[i]) * unit(next());
-        if y < approx::exp_neg(x) {
+        if y < exp_neg(x) {
             return x;
         }
         (i, x) = point(next());
