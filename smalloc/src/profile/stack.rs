@@ -256,10 +256,7 @@ impl<const N: usize> Walks<N> {
                 options(nomem, nostack, preserves_flags));
         }
         if fp < sp {
-            let w = &mut self.known[self.fill];
-            w.fp0 = 0;
-            w.frames.len = 0;
-            return None;
+            return self.no_walk();
         }
         // SAFETY: a walk whose `fp0` is our frame pointer began where ours
         // would, at or above our stack pointer, and read up to its stack's
@@ -281,6 +278,12 @@ impl<const N: usize> Walks<N> {
 
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     pub fn find_or_walk(&mut self) -> Option<usize> {
+        self.no_walk()
+    }
+
+    /// No walk can be made (no frame pointer, or an architecture whose
+    /// frames are not known here): the stack is empty.
+    fn no_walk(&mut self) -> Option<usize> {
         let w = &mut self.known[self.fill];
         w.fp0 = 0;
         w.frames.len = 0;
