@@ -17,6 +17,8 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v sort >/dev/null 2>&1 || need+=(coreutils)
 command -v md5sum >/dev/null 2>&1 || need+=(coreutils)
+# The core dump tests read core files with gdb.
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
 # The valgrind build's tests run memcheck.
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 

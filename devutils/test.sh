@@ -26,6 +26,17 @@ python3 bench/ab_report.py target/ab-smoke smoke 1 self b:a | tee target/ab-smok
 grep -q "geometric mean B/A over 4 benchmarks" target/ab-smoke/report.txt ||
     { cat target/ab-smoke/stderr.txt; exit 1; }
 
+echo "== core tests again with the regions mapped on demand (SMALLOC_RESERVE=0: no reservation)"
+# Not the tests of slots above 32 MiB (failover of 1 GiB slots, the
+# release size, every class up to 2 GiB): on demand, such blocks are
+# mappings; nor corrupt_link, whose corrupted link names memory never
+# mapped on demand (the program stops there with SIGSEGV, as
+# docs/design.md says); limits and limited_workload check geometries of
+# their own.
+SMALLOC_RESERVE=0 cargo nextest run -p smalloc --no-fail-fast -E 'not (binary(limits) |
+    binary(limited_workload) | binary(failover) | binary(release) | binary(every_class) |
+    binary(corrupt_link))'
+
 echo "== core tests again with the portable (pthread key) thread-slab fallback"
 RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \
     --target-dir target/portable-tls --no-fail-fast
@@ -67,6 +78,9 @@ fi
 cargo build --release -p smalloc-ffi --features valgrind --target-dir target/valgrind
 cargo nextest run -p smalloc-ffi --features valgrind --target-dir target/valgrind --no-fail-fast \
     -E 'binary(valgrind)'
+echo "== the same with the regions mapped on demand (SMALLOC_RESERVE=0): memcheck's view of new mappings"
+SMALLOC_RESERVE=0 cargo nextest run -p smalloc-ffi --features valgrind --target-dir target/valgrind \
+    --no-fail-fast -E 'binary(valgrind)'
 
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \

@@ -7,8 +7,10 @@
 //! * [`Shadow`]: a shadow model of live blocks for random operation
 //!   sequences: it remembers every live block's address, size, alignment and
 //!   tag, verifies contents, alignment and non-overlap.
+//! * [`process`]: resource limits, the process's mappings, core files.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod process;
 pub mod stats;
 
 use std::collections::BTreeMap;

@@ -10,8 +10,10 @@
 //! fixed table of the user pointers of the live big allocations. The header
 //! is read only after the table said the pointer is ours.
 //!
-//! Big allocations are larger than the largest slot (2 GiB), so few can be
-//! live at once (the address space holds at most 64 Ki of them); the table
+//! Big allocations are larger than the largest slot (2 GiB; 32 MiB when the
+//! regions are mapped on demand, under an address-space or commit limit),
+//! so few can be live at once (the address space holds at most 64 Ki of
+//! the first kind, a limit of 128 GiB 4 Ki of the second); the table
 //! has [`CAPACITY`] entries and an allocation that finds it full fails with
 //! `ENOMEM`. Lookups scan only up to the highest entry ever used, and skip
 //! the scan entirely while no big allocation is live, so freeing foreign

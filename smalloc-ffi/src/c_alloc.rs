@@ -49,7 +49,7 @@ fn aligned_cold(size: usize, align: usize) -> *mut c_void {
         return aligned(1, align);
     }
     let sc = raw::size_class(size, align);
-    if sc <= raw::MAX_SC {
+    if sc <= raw::largest_sc() {
         let p = raw::alloc_slot(sc, size).0;
         if !p.is_null() {
             return p.cast();
@@ -69,7 +69,8 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
         return errno::enomem();
     };
     let sc = raw::size_class(total, MIN_ALIGN);
-    if sc <= raw::MAX_SC {
+    // Small requests skip the look at the largest slot (a load).
+    if sc < raw::LARGE_SC || sc <= raw::largest_sc() {
         let p = raw::alloc_zeroed_slot(sc, total);
         if p.is_null() {
             return errno::enomem();

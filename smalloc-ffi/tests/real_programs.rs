@@ -25,6 +25,33 @@ fn compare(
     min_bytes: u64,
     make: impl Fn(&Path) -> Command,
 ) -> String {
+    compare_under(name, None, min_slots, min_lists, min_bytes, make).0
+}
+
+/// [`compare`], both runs under an address-space limit (`ulimit -v`) of
+/// `limit` bytes if given; returns the stdout and the preloaded run's
+/// statistics reports.
+fn compare_under(
+    name: &str,
+    limit: Option<u64>,
+    min_slots: u64,
+    min_lists: u64,
+    min_bytes: u64,
+    make: impl Fn(&Path) -> Command,
+) -> (String, Vec<Stats>) {
+    let make = |dir: &Path| {
+        let mut c = make(dir);
+        if let Some(limit) = limit {
+            // SAFETY: the closure makes async-signal-safe system calls only.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+                    devutils::process::set_limit(libc::RLIMIT_AS, limit);
+                    Ok(())
+                })
+            };
+        }
+        c
+    };
     let base = scratch_dir(name);
     let plain_dir = base.join("plain");
     let smalloc_dir = base.join("smalloc");
@@ -67,7 +94,7 @@ fn compare(
         "{name}: {} processes reported; busiest {busiest:?}",
         reports.len()
     );
-    a.into_owned()
+    (a.into_owned(), reports)
 }
 
 fn program(file: &str) -> PathBuf {
@@ -92,6 +119,52 @@ fn python_sorts_objects_and_round_trips_json() {
         c
     });
     assert!(out.contains("sorted 600000"), "{out}");
+}
+
+/// Each of python3 and sqlite3 under address-space limits of 1 and 4 GiB,
+/// which refuse smalloc's reservation: the same output as without smalloc
+/// (under the same limit), every process's allocations served by smalloc
+/// from regions mapped on demand, as its report says.
+fn under_limits(name: &str, min_slots: u64, make: impl Fn(&Path) -> Command + Copy) {
+    for gib in [1u64, 4] {
+        let (_, reports) = compare_under(
+            &format!("{name}_limit_{gib}g"),
+            Some(gib << 30),
+            min_slots,
+            4,
+            u64::MAX,
+            make,
+        );
+        assert!(
+            reports
+                .iter()
+                .all(|r| r.address_space == AddressSpace::OnDemandUnderLimit),
+            "{name} under {gib} GiB: {reports:?}"
+        );
+    }
+}
+
+#[test]
+fn python_under_address_space_limits() {
+    let py = python();
+    under_limits("python", 300_000, |_| {
+        let mut c = Command::new(&py);
+        c.env("PYTHONMALLOC", "malloc")
+            .env("OBJECTS_ROWS", "150000")
+            .arg(program("objects.py"));
+        c
+    });
+}
+
+#[test]
+fn sqlite3_under_address_space_limits() {
+    under_limits("sqlite3", 600, |dir| {
+        let mut c = Command::new("sqlite3");
+        c.arg(dir.join("rows.db")).stdin(Stdio::from(
+            fs::File::open(program("sqlite_rows.sql")).unwrap(),
+        ));
+        c
+    });
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::sys;
+use crate::{hot_path, sys};
 
 /// Big mappings live now, and their bytes (for statistics; cold paths
 /// only). Relaxed: counts, read by statistics only.
@@ -98,13 +98,26 @@ pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
     Some(m)
 }
 
+/// A new mapping of `len` bytes anywhere but in the layout's window. The
+/// kernel places one there only when the address space above is full, and
+/// only on demand (a reservation holds its window); it would then pass for
+/// slots, so it is refused.
+fn map_outside(len: usize) -> Option<*mut u8> {
+    let p = sys::map(0, len, false)?;
+    if hot_path::contains(p) || hot_path::contains(p.wrapping_add(len - 1)) {
+        sys::unmap(p, len);
+        return None;
+    }
+    Some(p)
+}
+
 /// The mapping of [`map_block`].
 fn map_new(size: usize, align: usize, below: usize) -> Option<Mapped> {
     let page = sys::page_size();
     if align <= page {
         let offset = below.checked_add(align - 1)? & !(align - 1);
         let len = map_len(size.checked_add(offset)?)?;
-        let start = sys::map(0, len, false)?;
+        let start = map_outside(len)?;
         note(len, true);
         return Some(Mapped {
             start,
@@ -115,7 +128,7 @@ fn map_new(size: usize, align: usize, below: usize) -> Option<Mapped> {
     // Map enough to find an aligned block with room below it, then trim
     // both ends.
     let total = map_len(size.checked_add(below)?)?.checked_add(align)?;
-    let p = sys::map(0, total, false)?;
+    let p = map_outside(total)?;
     let start = p.addr();
     let block = start.checked_add(below)?.checked_add(align - 1)? & !(align - 1);
     let map_start = (block - below) & !(page - 1);

@@ -28,7 +28,7 @@ use crate::hot_path::{
     large_head, private_head, tail,
 };
 use crate::layout::{self, LARGE_SC, MAX_SC, THREAD_SLABS};
-use crate::{ownership, private_list, purge, reservation, sys};
+use crate::{commit, ownership, private_list, purge, reservation, sys};
 
 /// A slot as the allocation functions return it: its address and whether it
 /// was never handed out before.
@@ -334,9 +334,10 @@ fn step_slots(sc: u32) -> u32 {
 }
 
 /// Claims never-used slots of (slab, size class) from its tail: a new-memory
-/// step's worth (`step`), or one. Returns the first
-/// slot number claimed and the end of the claim; `None` when the region is
-/// used up.
+/// step's worth (`step`), or one, and commits them
+/// ([`commit`](crate::commit)). Returns the first slot number claimed and
+/// the end of the claim; `None` when the region is used up or the kernel
+/// refuses the memory.
 fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
     let n = layout::num_slots(sc);
     let tail = tail(slab_addr, sc);
@@ -355,7 +356,13 @@ fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
             .saturating_add(if step { step_slots(sc) } else { 1 })
             .min(n);
         match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return Some((t, end)),
+            Ok(_) if commit::commit(slab_addr, sc, (end as usize) << sc) => return Some((t, end)),
+            Ok(_) => {
+                // Refused: the claim goes back unless a later one followed
+                // (whose own commit covers these slots, or fails too).
+                let _ = tail.compare_exchange(end, t, Ordering::Relaxed, Ordering::Relaxed);
+                return None;
+            }
             Err(now) => t = now,
         }
     }
@@ -622,7 +629,9 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
     // On the first pass over `sc`, try the thread's own slab last: it just
     // failed.
     let mut first = slab + 1;
-    for want in sc..=MAX_SC {
+    // Not into slots larger than new blocks get (on demand, the commit
+    // would count all of it).
+    for want in sc..=reservation::largest_sc().max(sc) {
         loop {
             let mut collided = false;
             for i in 0..THREAD_SLABS {

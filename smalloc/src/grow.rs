@@ -161,7 +161,7 @@ pub unsafe fn realloc_slot(
         crate::valgrind::resized(p, old_size, new_size);
         return p;
     }
-    let (q, keep) = if new_sc > MAX_SC {
+    let (q, keep) = if new_sc > crate::reservation::largest_sc() {
         (big(new_size, align), old)
     } else if new_sc > cur_sc {
         (

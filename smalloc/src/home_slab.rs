@@ -365,6 +365,7 @@ mod fork {
         let owned = tls::load::<{ tls::OWNED }>();
         let current = tls::load::<{ tls::CURRENT }>();
         ownership::reset_after_fork(is_owner(owned).then(|| layout::slab_of(owned_slab(owned))));
+        crate::commit::reset_after_fork();
         occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
     }
 }

@@ -178,6 +178,10 @@ pub const TAIL_OFFSET: usize = 8;
 /// `u64`: allocations, frees) of the threads that do not own the slab, on
 /// the line their compare-and-swap of the flh takes anyway.
 pub const REMOTE_COUNTS_OFFSET: usize = 16;
+/// Offset within a shared line of the region's committed bytes (a `u64`):
+/// how much of the region, from its start, is usable memory (see
+/// [`commit`](crate::commit)). Read with the tail, on the same line.
+pub const COMMITTED_OFFSET: usize = 32;
 /// Offset, from its slab's address, of the slab's cold-path event counts
 /// (the `counters` feature; one `u64` per event), after its shared lines.
 pub const EVENTS_OFFSET: usize = SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT);
@@ -189,7 +193,8 @@ const _: () = assert!(
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
 const _: () = assert!(EVENTS_OFFSET + 8 * 64 <= 1 << REGION_BITS);
 const _: () = assert!(OWNER_COUNTS_OFFSET + 16 * NUM_SCS <= 1 << REGION_BITS && MIN_SC > 1);
-const _: () = assert!(REMOTE_COUNTS_OFFSET + 16 <= 1 << SHARED_STRIDE_SHIFT);
+const _: () = assert!(REMOTE_COUNTS_OFFSET + 16 <= COMMITTED_OFFSET);
+const _: () = assert!(COMMITTED_OFFSET + 8 <= 1 << SHARED_STRIDE_SHIFT);
 const _: () = assert!(TOTAL_BITS < usize::BITS);
 
 /// Number of slots of size class `sc` in one slab.
@@ -245,6 +250,33 @@ pub const fn flh_addr(slab_addr: usize, sc: u32) -> usize {
 pub const fn tail_addr(slab_addr: usize, sc: u32) -> usize {
     flh_addr(slab_addr, sc) + TAIL_OFFSET
 }
+
+/// Address of the committed-bytes word of (slab, size class), given the
+/// slab's address.
+#[inline(always)]
+pub const fn committed_addr(slab_addr: usize, sc: u32) -> usize {
+    flh_addr(slab_addr, sc) + COMMITTED_OFFSET
+}
+
+/// Bytes of the region of size class `sc` that its slots span (the whole
+/// region but for size classes 2 and 3, whose slot numbers run out first).
+#[inline(always)]
+pub const fn slots_span(sc: u32) -> usize {
+    (num_slots(sc) as usize) << sc
+}
+
+/// The slab's metadata, as offsets from the slab's address, that must be
+/// memory before any thread touches the slab: its shared lines and event
+/// counts (size class 0's region), and its private block's tables and
+/// owner counts (size class 1's region). Nothing else of those two regions
+/// is ever touched.
+pub const METADATA: [(usize, usize); 2] = [
+    (SHARED_OFFSET, EVENTS_OFFSET + 8 * 64),
+    (
+        PRIVATE_OFFSET + HEADS_OFFSET,
+        PRIVATE_OFFSET + OWNER_COUNTS_OFFSET + 16 * NUM_SCS,
+    ),
+];
 
 /// Address of the private block of the slab at `slab_addr`.
 #[inline(always)]

@@ -30,6 +30,7 @@ extern crate std;
 
 mod big;
 mod cold_path;
+mod commit;
 pub mod counters;
 pub mod free_list;
 pub mod grow;
@@ -61,7 +62,7 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
 use hot_path::Request;
-use layout::{MAX_SC, size_class};
+use layout::size_class;
 
 /// The smalloc allocator. All instances share one process-wide state, so it
 /// costs nothing to create; use it as the global allocator.
@@ -80,7 +81,7 @@ impl Smalloc {
     /// # Safety
     /// `p` is a live allocation of this allocator made with `layout`.
     pub unsafe fn usable_size(&self, p: *const u8, layout: Layout) -> usize {
-        if size_class(layout.size(), layout.align()) <= MAX_SC {
+        if hot_path::contains(p) {
             hot_path::slot_size(p)
         } else {
             let page = sys::page_size();
@@ -117,14 +118,14 @@ unsafe impl GlobalAlloc for Smalloc {
         // SAFETY: the caller owns `p`, a live allocation of ours.
         if !unsafe { hot_path::free_owned(p) } {
             // SAFETY: as above.
-            unsafe { dealloc_cold(p, layout.size(), layout.align()) }
+            unsafe { dealloc_cold(p, layout.size()) }
         }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let sc = size_class(layout.size(), layout.align());
-        if sc <= MAX_SC {
+        if sc < layout::LARGE_SC || sc <= reservation::largest_sc() {
             purge::alloc_zeroed_slot(sc, layout.size())
         } else {
             // Fresh mappings are zero.
@@ -137,13 +138,12 @@ unsafe impl GlobalAlloc for Smalloc {
         let align = layout.align();
         let old_size = layout.size();
         let new_sc = size_class(new_size, align);
-        if size_class(old_size, align) <= MAX_SC {
-            // SAFETY: a layout that fits a slot was served from a slot; the
-            // caller owns it and `new_size` is not zero.
+        if hot_path::contains(p) {
+            // SAFETY: a slot; the caller owns it and `new_size` is not zero.
             unsafe { grow::realloc_slot(p, Some(old_size), new_size, align, big::alloc) }
-        } else if new_sc <= MAX_SC {
-            // From a mapping down to a slot: keep the invariant that a
-            // layout which fits a slot lives in a slot.
+        } else if new_sc <= reservation::largest_sc() {
+            // From a mapping down to a slot: a block that slots serve lives
+            // in one.
             let q = hot_path::alloc(new_sc, Request::new(new_size)).0;
             if !q.is_null() {
                 // SAFETY: `new_size < old_size`; both are ours.
@@ -164,12 +164,12 @@ unsafe impl GlobalAlloc for Smalloc {
 /// own slab.
 ///
 /// # Safety
-/// As for [`GlobalAlloc::dealloc`], with the layout's size and alignment.
+/// As for [`GlobalAlloc::dealloc`], with the layout's size.
 #[inline(never)]
-unsafe fn dealloc_cold(p: *mut u8, size: usize, align: usize) {
-    if size_class(size, align) <= MAX_SC {
-        // SAFETY: a layout that fits a slot was served from a slot (alloc
-        // and realloc keep this invariant); the caller owns it.
+unsafe fn dealloc_cold(p: *mut u8, size: usize) {
+    if hot_path::contains(p) {
+        // SAFETY: a pointer in the layout is a slot (big mappings are never
+        // there); the caller owns it.
         unsafe { cold_path::dealloc(p) }
     } else {
         // SAFETY: the caller passes the layout `p` was allocated with.
@@ -184,7 +184,7 @@ fn alloc_cold(size: usize, align: usize) -> *mut u8 {
     let sc = size_class(size, align);
     if sc < layout::LARGE_SC {
         cold_path::alloc_small(sc, Request::new(size)).0
-    } else if sc <= MAX_SC {
+    } else if sc <= reservation::largest_sc() {
         cold_path::alloc_large(sc, Request::new(size)).0
     } else {
         big::alloc(size, align)

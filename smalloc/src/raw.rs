@@ -3,12 +3,11 @@
 //! these.
 //!
 //! Only slots are handled here: a request whose [`size_class`] exceeds
-//! [`MAX_SC`] must be served by the caller (for
-//! example with its own mapping and header), and [`owns`] tells the two
-//! apart on free.
+//! [`largest_sc`] must be served by the caller (for example with its own
+//! mapping and header), and [`owns`] tells the two apart on free.
 
 pub use crate::grow::shrink_leaves_slot;
-pub use crate::layout::{MAX_SC, MIN_SC, size_class};
+pub use crate::layout::{LARGE_SC, MAX_SC, MIN_SC, size_class};
 
 use crate::hot_path;
 
@@ -16,6 +15,7 @@ use crate::hot_path;
 /// keeps its own header below the block.
 pub use crate::big::{Mapped, map_block, remap_block, shrink_block, unmap_block};
 pub use crate::purge::alloc_zeroed_slot;
+pub use crate::reservation::largest_sc;
 pub use crate::sys::page_size;
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one

@@ -59,22 +59,10 @@ pub fn init() {
     }
 }
 
-unsafe extern "C" {
-    /// glibc's (since 2.17; the libc crate does not declare it).
-    fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
-}
-
 /// `SMALLOC_FREE_FILL`: a byte, in decimal or `0x` hexadecimal (read with
 /// `secure_getenv`, so ignored in secure-execution mode).
 fn fill_byte() -> Option<u8> {
-    // SAFETY: a NUL-terminated name; the result lives as long as the
-    // environment.
-    let v = unsafe { secure_getenv(c"SMALLOC_FREE_FILL".as_ptr()) };
-    if v.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null result is a NUL-terminated string.
-    let s = unsafe { core::ffi::CStr::from_ptr(v) }.to_str().ok()?;
+    let s = core::str::from_utf8(crate::sys::env(c"SMALLOC_FREE_FILL")?).ok()?;
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u8::from_str_radix(hex, 16).ok(),
         None => s.parse().ok(),

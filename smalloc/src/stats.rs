@@ -19,6 +19,7 @@
 mod report;
 
 pub use crate::counters::Counts;
+pub use crate::reservation::{Geometry, Why};
 pub use crate::trim::trim;
 pub use report::report;
 
@@ -28,7 +29,7 @@ use crate::counters::{self, NUM_EVENTS};
 use crate::home_slab::occupancy;
 use crate::hot_path::{fresh_run, large_head, private_head, read_link, tail};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
-use crate::{big, ownership, sys};
+use crate::{big, commit, ownership, sys};
 
 /// One size class, summed over the slabs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,8 +82,21 @@ pub struct SlabStats {
 pub struct Snapshot {
     /// The reservation's base address (0 before the first allocation).
     pub reservation_base: usize,
-    /// The reservation's size in bytes (virtual address space only).
+    /// The reservation's size in bytes (virtual address space only; 0 when
+    /// mapped on demand).
     pub reservation_size: usize,
+    /// How the layout's address space is held: one reservation, or mapped
+    /// on demand (and why).
+    pub geometry: Geometry,
+    /// Bytes of the slots' regions that are committed: in core dumps (the
+    /// reservation) or mapped (on demand); the slabs' metadata left out.
+    pub committed_bytes: u64,
+    /// Regions with committed bytes: in the reservation, one mapping each
+    /// besides those of the untouched parts between them.
+    pub committed_regions: u64,
+    /// Bytes of the largest slot that new blocks get (2 GiB; 32 MiB on
+    /// demand): larger blocks get a mapping each.
+    pub largest_slot: usize,
     /// Per size class, indexed by size class (slots of `2^sc` bytes; the
     /// entries below [`layout::MIN_SC`] stay zero).
     pub classes: [ClassStats; NUM_SCS],
@@ -114,6 +128,10 @@ impl Snapshot {
     pub const EMPTY: Snapshot = Snapshot {
         reservation_base: 0,
         reservation_size: 0,
+        geometry: Geometry::None,
+        committed_bytes: 0,
+        committed_regions: 0,
+        largest_slot: 1 << MAX_SC,
         classes: [ClassStats {
             handed_out: 0,
             free_shared: 0,
@@ -192,7 +210,18 @@ pub fn snapshot() -> Snapshot {
         return s;
     };
     s.reservation_base = base;
-    s.reservation_size = layout::TOTAL_SIZE;
+    s.geometry = crate::reservation::geometry();
+    s.largest_slot = 1 << crate::reservation::largest_sc();
+    if s.geometry == Geometry::Reserved {
+        s.reservation_size = layout::TOTAL_SIZE;
+    }
+    for slab in 0..NUM_SLABS {
+        for sc in MIN_SC..=MAX_SC {
+            let n = commit::committed(layout::slab_addr(base, slab), sc) as u64;
+            s.committed_bytes += n;
+            s.committed_regions += u64::from(n != 0);
+        }
+    }
     let threads = occupancy::live_threads();
     let owned = !ownership::unowned() & !layout::RESERVED_SLABS;
     let page = sys::page_size();
@@ -259,7 +288,10 @@ pub(crate) fn read_list(
 ) -> ListStats {
     // Relaxed loads throughout: a snapshot reads; nothing is read through
     // these values but links, which are checked before they are followed.
-    let claimed = tail(slab_addr, sc).load(Ordering::Relaxed);
+    // Only committed slots are memory (on demand, a claim the kernel
+    // refused may leave the tail past them).
+    let committed = (commit::committed(slab_addr, sc) >> sc).min(u32::MAX as usize) as u32;
+    let claimed = tail(slab_addr, sc).load(Ordering::Relaxed).min(committed);
     if claimed == 0 {
         return ListStats::default();
     }

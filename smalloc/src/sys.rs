@@ -32,6 +32,103 @@ pub fn map(addr: usize, len: usize, fixed: bool) -> Option<*mut u8> {
     }
 }
 
+/// Maps `len` bytes of fresh, zeroed, private anonymous memory at exactly
+/// `addr` (page-aligned), never replacing anything mapped there. `Err` holds
+/// the `errno`: `EEXIST` when something is mapped in the range (also when a
+/// kernel older than 4.17 placed it elsewhere), `ENOMEM` when a limit
+/// refuses it.
+pub fn map_at(addr: usize, len: usize) -> Result<(), i32> {
+    match map(addr, len, true) {
+        Some(p) if p.addr() == addr => {
+            expose(p);
+            Ok(())
+        }
+        Some(p) => {
+            unmap(p, len);
+            Err(libc::EEXIST)
+        }
+        None => Err(errno()),
+    }
+}
+
+/// The calling thread's `errno`.
+pub fn errno() -> i32 {
+    // SAFETY: glibc's per-thread errno cell, always valid to read.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Whether the kernel writes `[addr, addr + len)` (page-aligned, inside a
+/// mapping of ours) into a core dump (`MADV_DODUMP`) or leaves it out
+/// (`MADV_DONTDUMP`). A refusal (an old kernel, the limit on mappings
+/// reached) changes nothing but the dump, so it is ignored.
+pub fn set_dumped(addr: usize, len: usize, dumped: bool) {
+    #[cfg(not(miri))]
+    {
+        let advice = if dumped {
+            libc::MADV_DODUMP
+        } else {
+            libc::MADV_DONTDUMP
+        };
+        // SAFETY: the range lies in a mapping of ours; these advices change
+        // only whether it is dumped, never its contents.
+        unsafe { libc::madvise(ptr_at(addr), len, advice) };
+    }
+    #[cfg(miri)]
+    let _ = (addr, len, dumped);
+}
+
+unsafe extern "C" {
+    /// glibc's (since 2.17; the libc crate does not declare it).
+    fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
+}
+
+/// The environment variable `name`, read with `secure_getenv` (so never in
+/// secure-execution mode, e.g. a setuid program); `None` if unset. Nothing
+/// is allocated.
+pub fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
+    // SAFETY: a NUL-terminated name; the result lives as long as the
+    // environment, which the allocator never changes.
+    let v = unsafe { secure_getenv(name.as_ptr()) };
+    // SAFETY: a non-null result is a NUL-terminated string.
+    (!v.is_null()).then(|| unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes())
+}
+
+/// A soft resource limit (`RLIMIT_AS`, `RLIMIT_DATA`, ...) in bytes, `None`
+/// when unlimited or unknown.
+pub fn limit(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    let ok = unsafe { libc::getrlimit(resource, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
+}
+
+/// Reads the file at `path` through `f`, a buffer at a time (the buffer on
+/// the stack: nothing is allocated); false if it cannot be opened.
+pub fn read_file(path: &core::ffi::CStr, mut f: impl FnMut(&[u8])) -> bool {
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: `buf` is writable for its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        // (`get`: the compiler cannot see `n` within the buffer, and a
+        // panic must not be reachable from the allocator.)
+        f(buf.get(..n as usize).unwrap_or_default());
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    true
+}
+
 /// `MAP_NORESERVE`, which Miri's mmap shim refuses (it accepts exactly
 /// `MAP_PRIVATE | MAP_ANONYMOUS`; it reserves nothing anyway).
 #[cfg(not(miri))]

@@ -281,6 +281,13 @@ fn growing_blocks_keep_their_contents_up_to_64_mib() {
     }
 }
 
+/// The most mappings the layout's window should hold: one per committed
+/// region and per metadata range (16 slabs, two each), with the untouched
+/// parts between them.
+fn most_vmas() -> usize {
+    2 * (smalloc::stats::snapshot().committed_regions as usize + 32) + 1
+}
+
 /// The number of mappings (lines of /proc/self/maps) that overlap
 /// smalloc's reservation.
 fn vmas_in_reservation() -> usize {
@@ -300,7 +307,7 @@ fn vmas_in_reservation() -> usize {
 
 #[test]
 #[cfg_attr(miri, ignore = "Miri has no /proc/self/maps")]
-fn thousands_of_grow_cycles_keep_the_reservation_one_mapping() {
+fn thousands_of_grow_cycles_keep_a_mapping_per_region() {
     // 32 blocks live at once (so many different slots are grown into),
     // each doubled from 8 bytes to a size up to 4 MiB, then freed; 4000
     // such cycles, across the jump to 2 MiB, the exact classes above it,
@@ -312,8 +319,7 @@ fn thousands_of_grow_cycles_keep_the_reservation_one_mapping() {
         let p = A.alloc(l(8));
         A.dealloc(p, l(8));
     }
-    let before = vmas_in_reservation();
-    assert!(before >= 1);
+    assert!(vmas_in_reservation() >= 1);
     for cycle in 0..4000u64 {
         let top = rng.log_size(8, 4 * MIB);
         // SAFETY: as above.
@@ -343,10 +349,10 @@ fn thousands_of_grow_cycles_keep_the_reservation_one_mapping() {
             }
         }
         if cycle % 500 == 0 {
-            assert_eq!(vmas_in_reservation(), before, "after {cycle} cycles");
+            assert!(vmas_in_reservation() <= most_vmas(), "after {cycle} cycles");
         }
     }
-    assert_eq!(vmas_in_reservation(), before);
+    assert!(vmas_in_reservation() <= most_vmas());
     for (p, size, tag) in live {
         // SAFETY: as above.
         unsafe {

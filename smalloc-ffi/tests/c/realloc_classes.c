@@ -34,6 +34,37 @@ static bool check_ends(const char *p, size_t n, unsigned tag) {
     return check_fill(p, 256, tag) && check_fill(p + n - 256, 256, tag + 1);
 }
 
+/* 3000 blocks doubled from 16 B up to 4 MiB, 16 live at once, each
+ * checked before it is freed. */
+static void grow_cycles(void) {
+    enum { L = 16 };
+    char *keep[L] = {0};
+    size_t klen[L] = {0};
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int cycle = 0; cycle < 3000; cycle++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t top = (size_t)16 << (x % 19); /* 16 B .. 4 MiB */
+        size_t n = 16;
+        char *b = malloc(n);
+        fill_ends(b, n, (unsigned)cycle);
+        while (n < top) {
+            char *c = realloc(b, 2 * n);
+            CHECK(c != NULL && check_ends(c, n, (unsigned)cycle));
+            b = c;
+            n *= 2;
+            fill_ends(b, n, (unsigned)cycle);
+        }
+        int k = cycle % L;
+        if (keep[k]) {
+            CHECK(check_ends(keep[k], klen[k], (unsigned)(cycle - L)));
+            free(keep[k]);
+        }
+        keep[k] = b;
+        klen[k] = n;
+    }
+    for (int k = 0; k < L; k++) free(keep[k]);
+}
+
 int main(void) {
     /* Grow byte by byte through the small classes, then by doubling up to
      * 64 MiB, checking the whole old content after each move. */
@@ -157,36 +188,14 @@ int main(void) {
     /* Thousands of blocks doubled up to 4 MiB, 16 live at once, keep
      * smalloc's reservation in as many mappings as before: realloc copies,
      * it does not move pages (which would split the reservation into more
-     * VMAs, and the kernel limits them to vm.max_map_count). */
+     * VMAs, and the kernel limits them to vm.max_map_count). The first
+     * round commits the regions it uses (a mapping each); the second, the
+     * same sequence again, must add none. */
+    grow_cycles();
     {
         int before = reservation_vmas();
         CHECK(before >= 1);
-        enum { L = 16 };
-        char *keep[L] = {0};
-        size_t klen[L] = {0};
-        uint64_t x = 0x2545F4914F6CDD1Dull;
-        for (int cycle = 0; cycle < 3000; cycle++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            size_t top = (size_t)16 << (x % 19); /* 16 B .. 4 MiB */
-            size_t n = 16;
-            char *b = malloc(n);
-            fill_ends(b, n, (unsigned)cycle);
-            while (n < top) {
-                char *c = realloc(b, 2 * n);
-                CHECK(c != NULL && check_ends(c, n, (unsigned)cycle));
-                b = c;
-                n *= 2;
-                fill_ends(b, n, (unsigned)cycle);
-            }
-            int k = cycle % L;
-            if (keep[k]) {
-                CHECK(check_ends(keep[k], klen[k], (unsigned)(cycle - L)));
-                free(keep[k]);
-            }
-            keep[k] = b;
-            klen[k] = n;
-        }
-        for (int k = 0; k < L; k++) free(keep[k]);
+        grow_cycles();
         int after = reservation_vmas();
         if (after != before) {
             fprintf(stderr, "mappings in the reservation: %d before, %d after\n", before, after);

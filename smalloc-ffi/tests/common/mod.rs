@@ -125,6 +125,20 @@ pub struct Stats {
     pub handed_out: u64,
     /// Bytes of those slots.
     pub bytes: u64,
+    /// How the layout's address space was held (the report's first line).
+    pub address_space: AddressSpace,
+}
+
+/// What a report's "Address space:" line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressSpace {
+    /// One reservation.
+    Reserved,
+    /// Regions mapped on demand, the reservation refused under an
+    /// address-space limit.
+    OnDemandUnderLimit,
+    /// Anything else.
+    Other,
 }
 
 impl Stats {
@@ -149,10 +163,19 @@ impl Stats {
                     .is_some_and(|w| w.parse::<u32>().is_ok())
             })
             .count() as u64;
+        let line = text.lines().find(|l| l.starts_with("Address space:"))?;
+        let address_space = if line.contains("one reservation") {
+            AddressSpace::Reserved
+        } else if line.contains("mapped on demand") && line.contains("address-space limit") {
+            AddressSpace::OnDemandUnderLimit
+        } else {
+            AddressSpace::Other
+        };
         Some(Stats {
             classes,
             handed_out: number("Slots ever handed out")?,
             bytes: number("Bytes of slots ever handed out")?,
+            address_space,
         })
     }
 }

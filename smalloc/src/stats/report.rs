@@ -5,9 +5,9 @@
 
 use core::fmt::{self, Write};
 
-use super::Snapshot;
+use super::{Geometry, Snapshot, Why};
 use crate::counters::NAMES;
-use crate::layout::NUM_SLABS;
+use crate::layout::{self, NUM_SLABS};
 
 /// `2^sc` bytes in the largest whole unit: (number, unit).
 fn pow2(sc: u32) -> (u64, &'static str) {
@@ -28,9 +28,40 @@ fn count_line(w: &mut impl Write, n: u64, what: &str) -> fmt::Result {
 
 const RULE: &str = "------------------------------------------------";
 
+/// The line saying how the layout's address space is held, and why.
+fn geometry_line(w: &mut impl Write, g: Geometry) -> fmt::Result {
+    let whole = layout::TOTAL_SIZE >> 30;
+    let refused = "the reservation was refused under";
+    let mib = |n: u64| n >> 20;
+    match g {
+        Geometry::None => writeln!(w, "Address space: none yet (no allocation made)"),
+        Geometry::Reserved => writeln!(
+            w,
+            "Address space: one reservation of {whole} GiB; core dumps hold its committed part"
+        ),
+        Geometry::OnDemand(why) => {
+            write!(
+                w,
+                "Address space: regions mapped on demand (no reservation: "
+            )?;
+            match why {
+                Why::Asked => write!(w, "SMALLOC_RESERVE=0")?,
+                Why::AddressSpaceLimit(n) => {
+                    write!(w, "{refused} an address-space limit of {} MiB", mib(n))?
+                }
+                Why::DataLimit(n) => write!(w, "{refused} a data limit of {} MiB", mib(n))?,
+                Why::StrictOvercommit => write!(w, "{refused} strict overcommit")?,
+                Why::Refused(e) => write!(w, "the kernel refused the reservation, errno {e}")?,
+            }
+            writeln!(w, ")")
+        }
+    }
+}
+
 /// Writes the report of `s`.
 pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
     writeln!(w, "{RULE}")?;
+    geometry_line(w, s.geometry)?;
     bytes_line(
         w,
         ' ',
@@ -86,6 +117,19 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
         ' ',
         s.reservation_size as u64,
         "Virtual address space reserved",
+    )?;
+    bytes_line(
+        w,
+        ' ',
+        s.committed_bytes,
+        "Bytes of the slots' regions committed (mapped, dumped)",
+    )?;
+    count_line(w, s.committed_regions, "Regions committed")?;
+    bytes_line(
+        w,
+        ' ',
+        s.largest_slot as u64,
+        "Largest slot (larger blocks get a mapping each)",
     )?;
     count_line(
         w,
