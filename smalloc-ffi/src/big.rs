@@ -90,7 +90,13 @@ pub fn alloc(size: usize, align: usize) -> *mut c_void {
         return crate::errno::enomem();
     }
     #[cfg(feature = "valgrind")]
-    smalloc_core::valgrind::big_mapped(m, size, size_of::<Header>());
+    smalloc_core::valgrind::big_mapped(
+        m.start.addr(),
+        m.len,
+        m.block.addr(),
+        size,
+        size_of::<Header>(),
+    );
     ptr::with_exposed_provenance_mut(user)
 }
 

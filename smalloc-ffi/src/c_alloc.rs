@@ -50,7 +50,7 @@ fn aligned_cold(size: usize, align: usize) -> *mut c_void {
     }
     let sc = raw::size_class(size, align);
     if sc <= raw::largest_sc() {
-        let p = raw::alloc_slot(sc, size).0;
+        let p = raw::alloc_slot(sc, size).ptr;
         if !p.is_null() {
             return p.cast();
         }

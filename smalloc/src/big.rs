@@ -7,7 +7,7 @@
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{hot_path, sys};
+use crate::{features, hot_path, sys};
 
 /// Big mappings live now, and their bytes (for statistics; cold paths
 /// only). Relaxed: counts, read by statistics only.
@@ -34,8 +34,7 @@ fn note(len: usize, made: bool) {
 /// Unmaps a whole big mapping `[p, p + len)` made by [`map_block`] (or
 /// resized by [`remap_block`]).
 pub fn unmap_block(p: *mut u8, len: usize) {
-    #[cfg(feature = "profile")]
-    crate::profile::big_unmapped(p);
+    features::big_unmapped(p);
     sys::unmap(p, len);
     note(len, false);
 }
@@ -53,8 +52,7 @@ pub fn shrink_block(p: *mut u8, old: usize, new: usize) {
 pub fn remap_block(p: *mut u8, old: usize, new: usize, may_move: bool) -> Option<*mut u8> {
     let q = sys::remap(p, old, new, may_move)?;
     BYTES.fetch_add(new.wrapping_sub(old), Ordering::Relaxed);
-    #[cfg(feature = "profile")]
-    crate::profile::big_moved(p, q);
+    features::big_remapped(p, q);
     Some(q)
 }
 
@@ -69,8 +67,7 @@ fn map_len(size: usize) -> Option<usize> {
 #[cold]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     map_block(size, align, 0).map_or(ptr::null_mut(), |m| {
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::big_mapped(m, size, 0);
+        features::big_allocated(m.start, m.len, m.block, size);
         m.block
     })
 }
@@ -93,8 +90,7 @@ pub struct Mapped {
 /// overflows. The heap profiler (the `profile` feature) counts the request.
 pub fn map_block(size: usize, align: usize, below: usize) -> Option<Mapped> {
     let m = map_new(size, align, below)?;
-    #[cfg(feature = "profile")]
-    crate::profile::big_mapped(m.start, size);
+    features::big_mapped(m.start, size);
     Some(m)
 }
 
@@ -149,8 +145,7 @@ fn map_new(size: usize, align: usize, below: usize) -> Option<Mapped> {
 /// `p` came from [`alloc`] (or [`realloc`]) with this `size`.
 #[cold]
 pub unsafe fn dealloc(p: *mut u8, size: usize) {
-    #[cfg(feature = "valgrind")]
-    crate::valgrind::big_freed(p);
+    features::big_freed(p);
     if let Some(len) = map_len(size) {
         unmap_block(p, len);
     }
@@ -167,22 +162,19 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
         return ptr::null_mut();
     };
     if old_len == new_len {
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::big_moved(p, p, old_size, new_size);
+        features::big_resized(p, p, old_size, new_size);
         return p;
     }
     if align <= sys::page_size() {
         // The kernel moves page tables instead of copying bytes.
         let q = remap_block(p, old_len, new_len, true).unwrap_or(ptr::null_mut());
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::big_moved(p, q, old_size, new_size);
+        features::big_resized(p, q, old_size, new_size);
         return q;
     }
     if new_len < old_len {
         // Shrinking keeps the aligned start: drop the tail.
         shrink_block(p, old_len, new_len);
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::big_moved(p, p, old_size, new_size);
+        features::big_resized(p, p, old_size, new_size);
         return p;
     }
     let q = alloc(new_size, align);

@@ -20,73 +20,43 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::counters::{self, Event};
+use crate::features::links::{RegionLinks, SharedLinks, SlotLink, follow_link};
+use crate::features::{self, Core, Event, Request};
 use crate::free_list::{self, Pop};
-use crate::home_slab::{self, is_owner, occupancy};
-use crate::hot_path::{
-    RegionLinks, Request, SharedLinks, SlotLink, flh, follow_link, fresh_run, large_count,
-    large_head, private_head, tail,
+use crate::home_slab::{self, is_owner};
+use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
+use crate::metadata::{self, private_index, shared, tables};
+use crate::{commit, geometry, occupancy, ownership, private_list, purge, reservation, sys};
+
+/// What the features may ask of the allocator: the heap profiler's slots.
+pub static CORE: Core = Core {
+    profile_slot,
+    free: crate::hot_path::dealloc,
 };
-use crate::layout::{self, LARGE_SC, MAX_SC, THREAD_SLABS};
-use crate::{commit, ownership, private_list, purge, reservation, sys};
 
-/// A slot as the allocation functions return it: its address and whether it
-/// was never handed out before.
-type Got = (*mut u8, bool);
-
-/// `got` counted as an allocation (the `counters` feature), handed out for
-/// `req`.
+/// `got`, handed out for `req`, as the features hear of it.
 #[inline(always)]
-fn counted(got: Got, req: Request) -> Got {
-    counters::alloc(got.0);
-    #[cfg(feature = "valgrind")]
-    crate::valgrind::allocated(got.0, req.size);
-    #[cfg(not(feature = "valgrind"))]
-    let _ = req;
-    #[cfg(feature = "secure")]
-    if !got.1 && !got.0.is_null() {
-        crate::secure::handed_out(got.0.addr());
-    }
+fn counted(got: Slot, req: Request) -> Slot {
+    features::cold_alloc(got, req);
     got
 }
 
-/// `req`, for a slot of size class `sc`, counted towards the next sample
-/// (the `profile` feature) before the cold path takes a slot for it; `take`
-/// takes the slot when the request is not sampled (and when a sample finds
-/// no slot). Counted once the thread has a slab (the first allocation
-/// counts on its second pass). The sample is a tail call, so the path that
-/// does not sample saves no registers for it.
+/// The slot for `req`, of size class `sc`: the heap profiler's, if it
+/// samples this request (counted towards its next sample before the cold
+/// path takes a slot for it), else `take`'s.
 #[inline(always)]
-fn or_sampled(sc: u32, req: Request, take: impl FnOnce() -> Got) -> Got {
-    #[cfg(feature = "profile")]
-    if home_slab::current() != 0 && crate::profile::due(req.size) {
-        return sampled(sc, req, take);
+fn or_sampled(sc: u32, req: Request, take: impl FnOnce() -> Slot) -> Slot {
+    match features::cold_sample(sc, req, &CORE) {
+        Some(got) => got,
+        None => take(),
     }
-    #[cfg(not(feature = "profile"))]
-    let _ = (sc, req);
-    take()
 }
 
-/// The countdown ran out (see [`or_sampled`]): the sample's slot, taken
-/// from the profile's slab, or `take`'s.
-#[cfg(feature = "profile")]
-#[cold]
-#[inline(never)]
-fn sampled(sc: u32, req: Request, take: impl FnOnce() -> Got) -> Got {
-    let Some(got) = crate::profile::sample_new(sc, req.size) else {
-        return take();
-    };
-    #[cfg(feature = "valgrind")]
-    crate::valgrind::allocated(got.0, req.size);
-    got
-}
-
-/// A slot of size class `sc` of the profile's slab (the `profile` feature),
-/// for a sampled allocation: from its shared list, or never used (nobody
-/// owns that slab, so it has no private list).
-#[cfg(feature = "profile")]
-pub fn profile_slot(sc: u32) -> Option<Got> {
-    let addr = layout::slab_addr(reservation::base_raw(), layout::PROFILE_SLAB);
+/// A slot of size class `sc` of the profile's slab, for a sampled
+/// allocation (the `profile` feature): from its shared list, or never used
+/// (nobody owns that slab, so it has no private list).
+fn profile_slot(sc: u32) -> Option<Slot> {
+    let addr = layout::slab_addr(geometry::base_raw(), layout::PROFILE_SLAB);
     let links = SharedLinks {
         region: layout::region_addr(addr, sc),
     };
@@ -94,7 +64,7 @@ pub fn profile_slot(sc: u32) -> Option<Got> {
     // (lock-free): retried, instead of taking never-used memory (which
     // threads sampling at once would otherwise touch at every collision).
     loop {
-        match free_list::pop(flh(addr, sc), &links) {
+        match free_list::pop(&shared(addr, sc).flh, &links) {
             Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
             Pop::Collision { .. } => {}
             Pop::Empty => break,
@@ -102,22 +72,25 @@ pub fn profile_slot(sc: u32) -> Option<Got> {
     }
     // Before new memory: the slots left in the records of threads that
     // ended.
-    if let Some(p) = crate::profile::idle_slot(sc) {
-        return Some((p, false));
+    if let Some(ptr) = features::idle_slot(sc) {
+        return Some(Slot { ptr, fresh: false });
     }
     claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
 }
 
 /// The slot named by `link` in (slab, size class).
 #[inline]
-fn slot(slab_addr: usize, sc: u32, link: u32, fresh: bool) -> Got {
+fn slot(slab_addr: usize, sc: u32, link: u32, fresh: bool) -> Slot {
     let region = layout::region_addr(slab_addr, sc);
-    (sys::ptr_at(layout::slot_of_link(region, link)), fresh)
+    Slot {
+        ptr: sys::ptr_at(layout::slot_of_link(region, link)),
+        fresh,
+    }
 }
 
 /// Never-used slot `n` of (slab, size class).
 #[inline]
-fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
+fn never_used(slab_addr: usize, sc: u32, n: u32) -> Slot {
     slot(slab_addr, sc, layout::link_of_slot(sc, n), true)
 }
 
@@ -125,7 +98,7 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Got {
 /// found nothing: the thread owns no slab, or its private list is empty.
 #[cold]
 #[inline(never)]
-pub fn alloc_small(sc: u32, req: Request) -> Got {
+pub fn alloc_small(sc: u32, req: Request) -> Slot {
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
@@ -149,7 +122,7 @@ pub fn alloc_small(sc: u32, req: Request) -> Got {
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
 /// of large slots first (see [`keeps_large`]), then the shared path.
 #[inline(never)]
-pub fn alloc_large(sc: u32, req: Request) -> Got {
+pub fn alloc_large(sc: u32, req: Request) -> Slot {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
@@ -172,18 +145,18 @@ pub fn alloc_large(sc: u32, req: Request) -> Got {
 /// if needed, take a place, then allocate (and count the allocation).
 #[cold]
 #[inline(never)]
-fn alloc_first(sc: u32, req: Request) -> Got {
-    let base = reservation::base_raw();
-    let base = if reservation::is_ready(base) {
+fn alloc_first(sc: u32, req: Request) -> Slot {
+    let base = geometry::base_raw();
+    let base = if geometry::is_ready(base) {
         base
     } else {
         match reservation::init() {
             Some(base) => base,
-            None => return (core::ptr::null_mut(), false),
+            None => return Slot::NONE,
         }
     };
     home_slab::assign(base);
-    counters::count(Event::FirstAlloc, home_slab::current());
+    features::count(Event::FirstAlloc, home_slab::current());
     crate::hot_path::alloc(sc, req)
 }
 
@@ -213,7 +186,7 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
 /// empty.
 #[cold]
 #[inline(never)]
-fn owner_refill(slab_addr: usize, sc: u32) -> Got {
+fn owner_refill(slab_addr: usize, sc: u32) -> Slot {
     if let Some(got) = owner_take(slab_addr, sc) {
         return got;
     }
@@ -225,7 +198,7 @@ fn owner_refill(slab_addr: usize, sc: u32) -> Got {
     let hint = home_slab::search_hint();
     if hint != slab {
         if let Some(got) = try_shared(layout::slab_addr(base, hint), sc) {
-            counters::count(Event::Borrow, slab_addr);
+            features::count(Event::Borrow, slab_addr);
             return got;
         }
     }
@@ -238,10 +211,10 @@ fn owner_refill(slab_addr: usize, sc: u32) -> Got {
 /// What the owner of the slab at `slab_addr` has for `sc` without touching
 /// new memory: its private list, the shared list (taken whole), its fresh
 /// run.
-fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
+fn owner_take(slab_addr: usize, sc: u32) -> Option<Slot> {
     debug_assert!(sc < LARGE_SC);
-    let block = layout::private_block(slab_addr);
-    let head = private_head(block, sc);
+    let block = metadata::private_block(slab_addr);
+    let head = tables(block).head(private_index(sc));
     let links = RegionLinks {
         region: layout::region_addr(slab_addr, sc),
     };
@@ -249,7 +222,7 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
     if let Some(link) = unsafe { private_list::pop(head, &links) } {
         return Some(slot(slab_addr, sc, link, false));
     }
-    let flh = flh(slab_addr, sc);
+    let flh = &shared(slab_addr, sc).flh;
     // Relaxed: a hint; `take_all` and `pop` synchronize.
     if flh.load(Ordering::Relaxed) as u32 != 0 {
         if occupancy::shared(layout::slab_of(slab_addr)) {
@@ -264,7 +237,7 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
         }
         let first = free_list::take_all(flh);
         if first != 0 {
-            counters::count(Event::TakeShared, slab_addr);
+            features::count(Event::TakeShared, slab_addr);
             // We own the chain we took; its links were released by its
             // pushes and acquired by `take_all`.
             let next = follow_link(layout::slot_of_link(links.region, first));
@@ -272,7 +245,7 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Got> {
             return Some(slot(slab_addr, sc, first, false));
         }
     }
-    let run = fresh_run(block, sc);
+    let run = tables(block).fresh(sc);
     // Relaxed: only the owner touches the run (see private_list).
     let r = run.load(Ordering::Relaxed);
     let (next, end) = (r as u32, (r >> 32) as u32);
@@ -300,14 +273,14 @@ fn keeps_large(sc: u32, count: u32) -> bool {
 
 /// A slot of large size class `sc` from the private list of the slab at
 /// `slab_addr`, which the caller owns (or has claimed).
-fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Got> {
-    let block = layout::private_block(slab_addr);
+fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Slot> {
+    let block = metadata::private_block(slab_addr);
     let links = RegionLinks {
         region: layout::region_addr(slab_addr, sc),
     };
     // SAFETY: the caller owns the slab; the links are its region's.
-    let link = unsafe { private_list::pop(large_head(block, sc), &links) }?;
-    let count = large_count(block, sc);
+    let link = unsafe { private_list::pop(tables(block).large_head(sc), &links) }?;
+    let count = tables(block).large_count(sc);
     // Relaxed: only the owner touches the count (see private_list).
     count.store(count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     Some(slot(slab_addr, sc, link, false))
@@ -315,11 +288,11 @@ fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Got> {
 
 /// The owner of the slab at `slab_addr` claims the next step of its
 /// never-used tail of `sc` into its fresh run and takes its first slot.
-fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Got> {
+fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Slot> {
     let (first, end) = claim_tail(slab_addr, sc, true)?;
-    counters::count(Event::NeverUsed, slab_addr);
+    features::count(Event::NeverUsed, slab_addr);
     // Relaxed: only the owner touches the run.
-    let run = fresh_run(layout::private_block(slab_addr), sc);
+    let run = tables(metadata::private_block(slab_addr)).fresh(sc);
     run.store(
         u64::from(first + 1) | u64::from(end) << 32,
         Ordering::Relaxed,
@@ -340,7 +313,7 @@ fn step_slots(sc: u32) -> u32 {
 /// refuses the memory.
 fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
     let n = layout::num_slots(sc);
-    let tail = tail(slab_addr, sc);
+    let tail = &shared(slab_addr, sc).tail;
     // Relaxed throughout: the tail hands out numbers of slots nobody ever
     // wrote; no data is published with it.
     let mut t = tail.load(Ordering::Relaxed);
@@ -377,23 +350,23 @@ const PUSH_COLLISION_RETRIES: u32 = 2;
 
 /// A slot of `sc` from the shared list of (slab, size class), for threads
 /// that do not own the slab and for large slots.
-fn shared_alloc(base: usize, slab: usize, sc: u32) -> Got {
+fn shared_alloc(base: usize, slab: usize, sc: u32) -> Slot {
     let addr = layout::slab_addr(base, slab);
     let links = SharedLinks {
         region: layout::region_addr(addr, sc),
     };
     let mut retries = 0;
     loop {
-        match free_list::pop(flh(addr, sc), &links) {
+        match free_list::pop(&shared(addr, sc).flh, &links) {
             Pop::Slot(link) => return slot(addr, sc, link, false),
             Pop::Empty => return shared_never_used(base, slab, sc),
             // Another thread's push succeeded: progress (lock-free); retry.
             p if p.is_push_collision() && retries < PUSH_COLLISION_RETRIES => {
-                counters::count(Event::PushRetry, addr);
+                features::count(Event::PushRetry, addr);
                 retries += 1;
             }
             Pop::Collision { .. } => {
-                counters::count(Event::Contended, addr);
+                features::count(Event::Contended, addr);
                 return failover(base, slab, sc);
             }
         }
@@ -402,10 +375,10 @@ fn shared_alloc(base: usize, slab: usize, sc: u32) -> Got {
 
 /// [`shared_alloc`] found the shared list empty: one never-used slot, after
 /// looking for freed slots elsewhere when it starts a new step.
-fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
+fn shared_never_used(base: usize, slab: usize, sc: u32) -> Slot {
     let addr = layout::slab_addr(base, slab);
     // Relaxed: a hint; `claim_tail` decides.
-    let t = tail(addr, sc).load(Ordering::Relaxed);
+    let t = shared(addr, sc).tail.load(Ordering::Relaxed);
     if t < layout::num_slots(sc) && t % step_slots(sc) == 0 {
         if let Some(got) = find_freed(base, slab, sc) {
             return got;
@@ -413,7 +386,7 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
     }
     match claim_tail(addr, sc, false) {
         Some((n, _)) => {
-            counters::count(Event::NeverUsed, addr);
+            features::count(Event::NeverUsed, addr);
             never_used(addr, sc, n)
         }
         None => failover(base, slab, sc),
@@ -435,22 +408,22 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Got {
 /// docs/decisions.md ("Reusing freed slots before new memory").
 #[cold]
 #[inline(never)]
-fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Got> {
-    let t = counters::ticks();
+fn find_freed(base: usize, slab: usize, sc: u32) -> Option<Slot> {
+    let t = features::ticks();
     let got = find_freed_inner(base, slab, sc);
     let at = layout::slab_addr(base, slab);
-    counters::add(Event::SearchTicks, at, counters::ticks().wrapping_sub(t));
-    if let Some((p, _)) = got {
-        home_slab::set_search_hint(layout::slab_of(p.addr()));
+    features::count_n(Event::SearchTicks, at, features::ticks().wrapping_sub(t));
+    if let Some(got) = got {
+        home_slab::set_search_hint(layout::slab_of(got.ptr.addr()));
     }
     got
 }
 
 /// The body of [`find_freed`].
 #[inline(always)]
-fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
+fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
     let own = layout::slab_addr(base, slab);
-    counters::count(Event::NewMemory, own);
+    features::count(Event::NewMemory, own);
     let others = occupancy::ever_used() & !(1 << slab);
     let unowned = others & ownership::unowned();
     let small = sc < LARGE_SC;
@@ -466,7 +439,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             // before its private list (a claim and a release of the owned
             // set, which every thread uses).
             if let Some(got) = try_shared(addr, sc).or_else(|| borrow_private(base, s, sc)) {
-                counters::count(Event::FreedUnowned, own);
+                features::count(Event::FreedUnowned, own);
                 return Some(got);
             }
             continue;
@@ -474,13 +447,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
             && has_freed(addr, sc)
             && ownership::claim(s)
         {
-            counters::count(Event::FreedUnowned, own);
+            features::count(Event::FreedUnowned, own);
             home_slab::become_owner(base, s);
             let got = owner_take(addr, sc).or_else(|| owner_claim_step(addr, sc));
             return Some(got.unwrap_or_else(|| failover(base, s, sc)));
         }
         if let Some(got) = try_shared(addr, sc) {
-            counters::count(Event::FreedUnowned, own);
+            features::count(Event::FreedUnowned, own);
             if small && follows_freed_slots() {
                 home_slab::move_to(base, s);
             }
@@ -489,7 +462,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
     }
     for s in slabs_from(others & !unowned, hint) {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
-            counters::count(Event::FreedOwned, own);
+            features::count(Event::FreedOwned, own);
             if small && follows_freed_slots() {
                 home_slab::move_to(base, s);
             }
@@ -500,13 +473,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Got> {
         for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
             if owns_slab {
                 if let Some(got) = owner_take_large(own, up) {
-                    counters::count(Event::FreedLarger, own);
+                    features::count(Event::FreedLarger, own);
                     return Some(got);
                 }
             }
             for s in core::iter::once(slab).chain(slabs_in(others)) {
                 if let Some(got) = try_shared(layout::slab_addr(base, s), up) {
-                    counters::count(Event::FreedLarger, own);
+                    features::count(Event::FreedLarger, own);
                     return Some(got);
                 }
             }
@@ -531,8 +504,11 @@ const BORROW_UP: u32 = 2;
 /// or its private list.
 fn has_freed(slab_addr: usize, sc: u32) -> bool {
     // Relaxed: hints; whoever then takes a slot synchronizes.
-    flh(slab_addr, sc).load(Ordering::Relaxed) as u32 != 0
-        || private_head(layout::private_block(slab_addr), sc).load(Ordering::Relaxed) != 0
+    shared(slab_addr, sc).flh.load(Ordering::Relaxed) as u32 != 0
+        || tables(metadata::private_block(slab_addr))
+            .head(private_index(sc))
+            .load(Ordering::Relaxed)
+            != 0
 }
 
 /// The slabs in the bit set `set`, lowest first.
@@ -552,8 +528,8 @@ fn slabs_from(set: usize, first: usize) -> impl Iterator<Item = usize> {
 
 /// One pop from the shared list of (slab, size class) if it seems to hold
 /// a slot.
-fn try_shared(slab_addr: usize, sc: u32) -> Option<Got> {
-    let flh = flh(slab_addr, sc);
+fn try_shared(slab_addr: usize, sc: u32) -> Option<Slot> {
+    let flh = &shared(slab_addr, sc).flh;
     // Relaxed: a hint; the pop that may follow does its own synchronization.
     if flh.load(Ordering::Relaxed) as u32 == 0 {
         return None;
@@ -571,12 +547,12 @@ fn try_shared(slab_addr: usize, sc: u32) -> Option<Got> {
 /// thread that does not own the slab: the shared list, then, if nobody owns
 /// the slab, its private list (under a short claim), then one never-used
 /// slot. `None` with `collided` set when a pop collided.
-fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Got> {
+fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Slot> {
     let addr = layout::slab_addr(base, s);
     let links = SharedLinks {
         region: layout::region_addr(addr, sc),
     };
-    match free_list::pop(flh(addr, sc), &links) {
+    match free_list::pop(&shared(addr, sc).flh, &links) {
         Pop::Slot(link) => return Some(slot(addr, sc, link, false)),
         Pop::Collision { .. } => *collided = true,
         Pop::Empty => {}
@@ -589,13 +565,13 @@ fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Got> 
 
 /// One slot of `sc` from the private list of slab `s` if nobody owns it,
 /// taken under a short claim of the slab.
-fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Got> {
+fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Slot> {
     let addr = layout::slab_addr(base, s);
-    let block = layout::private_block(addr);
+    let block = metadata::private_block(addr);
     let head = if sc < LARGE_SC {
-        private_head(block, sc)
+        tables(block).head(private_index(sc))
     } else {
-        large_head(block, sc)
+        tables(block).large_head(sc)
     };
     // Relaxed: a hint; the claim synchronizes.
     if ownership::unowned() & (1 << s) == 0 || head.load(Ordering::Relaxed) == 0 {
@@ -622,8 +598,8 @@ fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Got> {
 /// where it succeeded; an owner keeps its slab.
 #[cold]
 #[inline(never)]
-fn failover(base: usize, slab: usize, sc: u32) -> Got {
-    counters::count(Event::Failover, layout::slab_addr(base, slab));
+fn failover(base: usize, slab: usize, sc: u32) -> Slot {
+    features::count(Event::Failover, layout::slab_addr(base, slab));
     let owned = home_slab::owned();
     let owned_slab = is_owner(owned).then(|| home_slab::owned_slab(owned));
     // On the first pass over `sc`, try the thread's own slab last: it just
@@ -631,7 +607,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
     let mut first = slab + 1;
     // Not into slots larger than new blocks get (on demand, the commit
     // would count all of it).
-    for want in sc..=reservation::largest_sc().max(sc) {
+    for want in sc..=geometry::largest_sc().max(sc) {
         loop {
             let mut collided = false;
             for i in 0..THREAD_SLABS {
@@ -646,7 +622,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
                 };
                 if let Some(got) = got {
                     if want != sc {
-                        counters::count(Event::FailoverLarger, addr);
+                        features::count(Event::FailoverLarger, addr);
                     }
                     if owned_slab.is_none() && s != slab {
                         home_slab::move_to(base, s);
@@ -664,7 +640,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
         }
         first = slab;
     }
-    (core::ptr::null_mut(), false)
+    Slot::NONE
 }
 
 /// [`hot_path::dealloc`](crate::hot_path::dealloc) of a slot that is not a small
@@ -678,38 +654,34 @@ fn failover(base: usize, slab: usize, sc: u32) -> Got {
 /// since.
 #[inline(never)]
 pub unsafe fn dealloc(p: *mut u8) {
-    // Memcheck is told; `p` waits in the quarantine and the slot it pushes
-    // out, if any, goes back to its list instead.
-    #[cfg(feature = "valgrind")]
-    let Some(p) = crate::valgrind::freed(p) else {
+    // A feature may hold `p` (memcheck's quarantine) and free another.
+    let Some(p) = features::freeing(p) else {
         return;
     };
     let addr = p.addr();
     let sc = layout::sc_of(addr);
     let cell = SlotLink::freed(addr, sc);
-    #[cfg(feature = "secure")]
-    crate::secure::fill(addr, sc);
     debug_assert!(
         (layout::MIN_SC..=MAX_SC).contains(&sc),
         "not a slot: {addr:#x}"
     );
     debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
-    counters::free(addr);
-    #[cfg(feature = "profile")]
-    if layout::slab_of(addr) == layout::PROFILE_SLAB && crate::profile::freed(addr, sc) {
+    if features::freed(addr, sc) {
         return;
     }
     if layout::is_large(addr) {
         let owned = home_slab::owned();
         if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {
-            let block = layout::private_block(layout::slab_addr_of(addr));
-            let count = large_count(block, sc);
+            let block = metadata::private_block(layout::slab_addr_of(addr));
+            let count = tables(block).large_count(sc);
             // Relaxed: only the owner touches the count (see private_list).
             let n = count.load(Ordering::Relaxed);
             if keeps_large(sc, n) {
                 // SAFETY: the caller owns the slot and the thread the slab;
                 // the slot belongs to this list's region.
-                unsafe { private_list::push(large_head(block, sc), &cell, layout::link_of(addr)) };
+                unsafe {
+                    private_list::push(tables(block).large_head(sc), &cell, layout::link_of(addr))
+                };
                 count.store(n + 1, Ordering::Relaxed);
                 return;
             }
@@ -722,7 +694,7 @@ pub unsafe fn dealloc(p: *mut u8) {
     // are its link cell while it is free, always accessed atomically.
     unsafe {
         free_list::push(
-            flh(layout::slab_addr_of(addr), sc),
+            &shared(layout::slab_addr_of(addr), sc).flh,
             &cell,
             layout::link_of(addr),
         );

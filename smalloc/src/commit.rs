@@ -29,7 +29,7 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::{layout, reservation, sys};
+use crate::{features, geometry, layout, metadata, sys};
 
 /// Commits are rounded up to this (64 KiB: a step of never-used slots).
 const COMMIT_ALIGN: usize = layout::NEW_MEMORY_STEP;
@@ -41,10 +41,7 @@ const MAX_AHEAD: usize = 32 << 20;
 /// slab's address.
 #[inline(always)]
 fn cell(slab_addr: usize, sc: u32) -> &'static AtomicU64 {
-    // SAFETY: in the slab's shared line (its metadata, which is memory from
-    // the moment the layout exists), 8-byte aligned, always accessed
-    // atomically.
-    unsafe { &*sys::ptr_at::<AtomicU64>(layout::committed_addr(slab_addr, sc)) }
+    &metadata::shared(slab_addr, sc).committed
 }
 
 /// Bytes of the region of (slab, size class) that are committed.
@@ -67,7 +64,7 @@ pub fn commit(slab_addr: usize, sc: u32, end: usize) -> bool {
 #[cold]
 #[inline(never)]
 fn commit_slow(slab_addr: usize, sc: u32, end: usize) -> bool {
-    if !reservation::on_demand() {
+    if !geometry::on_demand() {
         dump(slab_addr, sc, end);
         return true;
     }
@@ -86,10 +83,7 @@ fn commit_slow(slab_addr: usize, sc: u32, end: usize) -> bool {
     let (ahead, exact) = targets(sc, done, end, 2);
     for want in [ahead, exact] {
         if sys::map_at(region + done, want - done).is_ok() {
-            // A new mapping is defined memory to memcheck; never-used
-            // slots are not.
-            #[cfg(feature = "valgrind")]
-            crate::valgrind::no_access(region + done, want - done);
+            features::mapped_on_demand(region + done, want - done);
             // Release: publishes the mapping with the count (see
             // `committed`).
             cell.store(want as u64, Ordering::Release);
@@ -149,7 +143,7 @@ static DUMPED: AtomicUsize = AtomicUsize::new(0);
 /// ([`layout::METADATA`]), as (address, length).
 fn slab_metadata(slab_addr: usize) -> impl Iterator<Item = (usize, usize)> + Clone {
     let page = sys::page_size();
-    layout::METADATA.into_iter().map(move |(start, end)| {
+    metadata::METADATA.into_iter().map(move |(start, end)| {
         let start = (slab_addr + start) & !(page - 1);
         (start, (slab_addr + end).next_multiple_of(page) - start)
     })

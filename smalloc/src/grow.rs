@@ -27,6 +27,7 @@
 
 use core::ptr;
 
+use crate::features;
 use crate::hot_path;
 use crate::layout::{self, MAX_SC};
 
@@ -147,7 +148,7 @@ pub unsafe fn realloc_slot(
     let slot = 1usize << cur_sc;
     let old = old_size.unwrap_or(slot);
     let new_sc = layout::size_class(new_size, align);
-    let req = hot_path::Request::new(new_size);
+    let req = crate::features::Request::new(new_size);
     // The slot may be larger than the block asked for (growers, failover to
     // a larger size class): stay while it fits, unless the block shrinks to
     // an eighth of a slot of 1 MiB or more. Growing never leaves a slot that
@@ -157,24 +158,22 @@ pub unsafe fn realloc_slot(
             || !moves_on_shrink(cur_sc, new_sc)
             || (old_size.is_none() && c_keeps_doubling_block(slot, new_size)))
     {
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::resized(p, old_size, new_size);
+        features::resized(p, old_size, new_size);
         return p;
     }
-    let (q, keep) = if new_sc > crate::reservation::largest_sc() {
+    let (q, keep) = if new_sc > crate::geometry::largest_sc() {
         (big(new_size, align), old)
     } else if new_sc > cur_sc {
         (
-            hot_path::alloc(target_sc(old, new_size, new_sc), req).0,
+            hot_path::alloc(target_sc(old, new_size, new_sc), req).ptr,
             old,
         )
     } else {
         // Shrinking: the smaller slot holds exactly what is kept.
-        (hot_path::alloc(new_sc, req).0, new_size)
+        (hot_path::alloc(new_sc, req).ptr, new_size)
     };
     // Memcheck knows the block's size when the front end does not.
-    #[cfg(feature = "valgrind")]
-    let keep = crate::valgrind::copy_len(p, old_size, keep);
+    let keep = features::copy_len(p, old_size, keep);
     if !q.is_null() {
         // SAFETY: `q` is a new block of at least `keep` bytes, the smaller of
         // the two sizes; the caller owns `p`, a slot.
@@ -184,8 +183,7 @@ pub unsafe fn realloc_slot(
         }
     } else if new_sc <= cur_sc {
         // No smaller slot to be had: the block fits where it is.
-        #[cfg(feature = "valgrind")]
-        crate::valgrind::resized(p, old_size, new_size);
+        features::resized(p, old_size, new_size);
         return p;
     }
     q

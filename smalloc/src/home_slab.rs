@@ -20,72 +20,14 @@
 //! * the *search hint*: the slab where its last search for freed slots
 //!   succeeded, where the next search starts.
 //!
-//! # How the thread-local words are reached
-//!
-//! Stable Rust has no `#[thread_local]` and `no_std` has no `thread_local!`,
-//! so on x86-64 the words are declared in `.tdata` with `global_asm!` and
-//! read with the *initial-exec* TLS model: one load of their offset from the
-//! GOT (a constant the dynamic loader fills in once) and one `fs:`-relative
-//! load. In an executable the linker relaxes the first load to an immediate.
-//! A library using initial-exec TLS works under `LD_PRELOAD` and, within
-//! glibc's static TLS surplus, when dlopen'ed; it never calls
-//! `__tls_get_addr`. The alloc word's initial value is the empty block's
-//! address, a relocation in the TLS image, which the dynamic loader applies
-//! before it copies the image for any thread. Other architectures, and Miri
-//! (which cannot run inline assembly), fall back to pthread keys.
-//! Alternatives measured: `docs/tls.md`.
+//! The words themselves, and how they are reached:
+//! [`thread_words`](crate::thread_words).
 
-use crate::counters::{self, Event};
+use crate::features::{self, Event};
 use crate::layout::{self, NUM_SLABS};
-use crate::{hot_path, ownership, sys};
+use crate::{metadata, occupancy, ownership, thread_words};
 
-pub mod occupancy;
-
-/// Thread-local words of the `profile` feature (none without it): the bytes
-/// left before the next sample, the random state, the re-entrancy flag, the
-/// top of the thread's stack, the thread's record.
-pub const PROFILE_WORDS: usize = if cfg!(feature = "profile") { 5 } else { 0 };
-
-/// The profiler's thread-local words, for [`profile_word`].
-#[cfg(feature = "profile")]
-pub mod profile_words {
-    use super::tls::{PROFILE, STRIDE};
-    /// Bytes left before the next sample.
-    pub const LEFT: usize = PROFILE;
-    /// Random state.
-    pub const RNG: usize = PROFILE + STRIDE;
-    /// Flags (inside the profiler).
-    pub const FLAGS: usize = PROFILE + 2 * STRIDE;
-    /// Top of the thread's stack.
-    pub const STACK_TOP: usize = PROFILE + 3 * STRIDE;
-    /// The thread's record (`profile::thread`).
-    pub const RECORD: usize = PROFILE + 4 * STRIDE;
-}
-
-/// A thread-local word of the profiler ([`profile_words`]).
-#[cfg(feature = "profile")]
-#[inline(always)]
-pub fn profile_word<const W: usize>() -> usize {
-    tls::load::<W>()
-}
-
-/// Sets a thread-local word of the profiler.
-#[cfg(feature = "profile")]
-#[inline(always)]
-pub fn set_profile_word<const W: usize>(v: usize) {
-    tls::store::<W>(v)
-}
-
-/// Subtracts `v` from a thread-local word of the profiler; true if it was
-/// below `v` (the subtraction wrapped).
-#[cfg(feature = "profile")]
-#[inline(always)]
-pub fn sub_profile_word<const W: usize>(v: usize) -> bool {
-    tls::sub::<W>(v)
-}
-
-/// The owned word of a thread that owns no slab.
-pub const NOT_OWNER: usize = 1 << 63;
+pub use crate::thread_words::NOT_OWNER;
 
 /// Flag in the current word: the thread never owns a slab again.
 pub const NO_OWN: usize = 1;
@@ -93,42 +35,33 @@ pub const NO_OWN: usize = 1;
 /// The alloc word: the owned slab's private block, or the empty block.
 #[inline(always)]
 pub fn alloc_word() -> usize {
-    tls::load::<{ tls::ALLOC }>()
+    thread_words::load::<{ thread_words::ALLOC }>()
 }
 
 /// The owned word: the owned slab's private block, or [`NOT_OWNER`].
 #[inline(always)]
 pub fn owned() -> usize {
-    tls::load::<{ tls::OWNED }>()
+    thread_words::load::<{ thread_words::OWNED }>()
 }
 
 /// Makes the thread's words say it owns the slab at `slab_addr`.
 fn set_owned(slab_addr: usize) {
-    let block = layout::private_block(slab_addr);
-    tls::store::<{ tls::OWNED }>(block);
-    tls::store::<{ tls::ALLOC }>(block);
+    let block = metadata::private_block(slab_addr);
+    thread_words::store::<{ thread_words::OWNED }>(block);
+    thread_words::store::<{ thread_words::ALLOC }>(block);
 }
 
 /// Makes the thread's words say it owns no slab. Done before the slab is
 /// released, so the thread never touches the private lists afterwards.
 fn set_not_owner() {
-    tls::store::<{ tls::ALLOC }>(empty_block());
-    tls::store::<{ tls::OWNED }>(NOT_OWNER);
-}
-
-/// The alloc word of a thread that owns no slab: the address of a private
-/// block whose tables are the always-empty ones.
-fn empty_block() -> usize {
-    let tables = core::ptr::from_ref(&hot_path::EMPTY_TABLES)
-        .cast_mut()
-        .cast::<u8>();
-    sys::expose(tables) - layout::HEADS_OFFSET
+    thread_words::store::<{ thread_words::ALLOC }>(metadata::empty_block());
+    thread_words::store::<{ thread_words::OWNED }>(NOT_OWNER);
 }
 
 /// The slab address of an owned word that names one.
 #[inline]
 pub const fn owned_slab(owned: usize) -> usize {
-    owned - layout::PRIVATE_OFFSET
+    owned - metadata::PRIVATE_OFFSET
 }
 
 /// Whether an owned word names a slab.
@@ -141,20 +74,20 @@ pub const fn is_owner(owned: usize) -> bool {
 /// with [`NO_OWN`] possibly set; 0 before the thread's first allocation.
 #[inline]
 pub fn current() -> usize {
-    tls::load::<{ tls::CURRENT }>()
+    thread_words::load::<{ thread_words::CURRENT }>()
 }
 
 /// The slab where the thread's last search for freed slots succeeded (a
 /// slab number; 0 at first): the next search looks there first.
 #[inline]
 pub fn search_hint() -> usize {
-    tls::load::<{ tls::HINT }>() % NUM_SLABS
+    thread_words::load::<{ thread_words::HINT }>() % NUM_SLABS
 }
 
 /// Records where a search for freed slots succeeded.
 #[inline]
 pub fn set_search_hint(slab: usize) {
-    tls::store::<{ tls::HINT }>(slab)
+    thread_words::store::<{ thread_words::HINT }>(slab)
 }
 
 /// The slab address of a non-zero current word.
@@ -180,11 +113,11 @@ pub fn assign(base: usize) {
     let owns = ownership::claim(slab);
     // Set the words before registering anything: registering may allocate,
     // which must find the thread placed.
-    tls::store::<{ tls::CURRENT }>(addr);
+    thread_words::store::<{ thread_words::CURRENT }>(addr);
     if owns {
-        hot_path::fill_region_table(addr);
+        metadata::tables(metadata::private_block(addr)).fill_regions(addr);
         set_owned(addr);
-        counters::count(Event::Claim, addr);
+        features::count(Event::Claim, addr);
     }
     occupancy::note_used(slab);
     exit::register(slab, owns);
@@ -204,13 +137,13 @@ pub fn become_owner(base: usize, slab: usize) {
         set_not_owner();
         ownership::release(layout::slab_of(owned_slab(old_owned)));
     }
-    hot_path::fill_region_table(addr);
+    metadata::tables(metadata::private_block(addr)).fill_regions(addr);
     set_owned(addr);
-    tls::store::<{ tls::CURRENT }>(addr);
+    thread_words::store::<{ thread_words::CURRENT }>(addr);
     occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
     occupancy::note_used(slab);
     exit::update(slab, true);
-    counters::count(Event::Claim, addr);
+    features::count(Event::Claim, addr);
 }
 
 /// Moves a thread that owns no slab to `slab` for its next allocations.
@@ -218,11 +151,13 @@ pub fn become_owner(base: usize, slab: usize) {
 pub fn move_to(base: usize, slab: usize) {
     debug_assert!(slab < NUM_SLABS && !is_owner(owned()));
     let old = current();
-    tls::store::<{ tls::CURRENT }>(layout::slab_addr(base, slab) | (old & NO_OWN));
+    thread_words::store::<{ thread_words::CURRENT }>(
+        layout::slab_addr(base, slab) | (old & NO_OWN),
+    );
     occupancy::moved(layout::slab_of(slab_addr(old)), slab);
     occupancy::note_used(slab);
     exit::update(slab, false);
-    counters::count(Event::Move, layout::slab_addr(base, slab));
+    features::count(Event::Move, layout::slab_addr(base, slab));
 }
 
 /// Pins the calling thread, which has a slab, to `slab` without owning it:
@@ -233,41 +168,8 @@ pub fn pin_unowned(base: usize, slab: usize) {
         set_not_owner();
         ownership::release(layout::slab_of(owned_slab(w)));
     }
-    tls::store::<{ tls::CURRENT }>(current() | NO_OWN);
+    thread_words::store::<{ thread_words::CURRENT }>(current() | NO_OWN);
     move_to(base, slab);
-}
-
-/// The pthread key kept in `cell`, created on first use with `destructor`.
-/// `cell` holds the key plus one, 0 until it is created, `usize::MAX` if the
-/// C library refused one (then `None`, for good).
-pub(crate) fn key_once(
-    cell: &core::sync::atomic::AtomicUsize,
-    destructor: Option<unsafe extern "C" fn(*mut core::ffi::c_void)>,
-) -> Option<libc::pthread_key_t> {
-    use core::sync::atomic::Ordering::{AcqRel, Acquire};
-    const REFUSED: usize = usize::MAX;
-    // Acquire/AcqRel: the key value is published with the store; nothing
-    // else rides on it.
-    match cell.load(Acquire) {
-        0 => {}
-        REFUSED => return None,
-        k => return Some((k - 1) as libc::pthread_key_t),
-    }
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is a valid out-pointer; the callers' destructors are
-    // safe to run at any thread's exit.
-    if unsafe { libc::pthread_key_create(&mut key, destructor) } != 0 {
-        let _ = cell.compare_exchange(0, REFUSED, AcqRel, Acquire);
-        return None;
-    }
-    match cell.compare_exchange(0, key as usize + 1, AcqRel, Acquire) {
-        Ok(_) => Some(key),
-        Err(winner) => {
-            // SAFETY: we created `key` and nobody else has seen it.
-            unsafe { libc::pthread_key_delete(key) };
-            (winner != REFUSED).then(|| (winner - 1) as libc::pthread_key_t)
-        }
-    }
 }
 
 /// Noticing a thread's end: a pthread key whose value, while the thread
@@ -276,14 +178,15 @@ mod exit {
     use core::ffi::c_void;
     use core::sync::atomic::AtomicUsize;
 
-    use super::{NO_OWN, occupancy, set_not_owner, tls};
+    use super::{NO_OWN, set_not_owner};
     use crate::layout::{self, NUM_SLABS};
-    use crate::{ownership, reservation};
+    use crate::ownership;
+    use crate::{occupancy, thread_words};
 
     /// Added to the key's value when the thread owns its slab.
     const OWNS: usize = 1 << 8;
 
-    /// The key (see [`key_once`](super::key_once)). Without one, exits go
+    /// The key (see [`key_once`](crate::thread_words::key_once)). Without one, exits go
     /// unnoticed: slabs stay owned and counts only grow, so later threads
     /// share slabs without owning them.
     static KEY: AtomicUsize = AtomicUsize::new(0);
@@ -309,7 +212,7 @@ mod exit {
     /// The key, created on first use.
     fn key() -> Option<libc::pthread_key_t> {
         // The destructor only touches atomics and this thread's words.
-        super::key_once(&KEY, Some(at_exit))
+        thread_words::key_once(&KEY, Some(at_exit))
     }
 
     /// The key's destructor, run by the C library when a thread that
@@ -326,8 +229,8 @@ mod exit {
         // From the key's value, not the current word: the C library clears
         // every key of an ending thread, so with the pthread-key fallback
         // the current word may read 0 (never placed) here.
-        let addr = layout::slab_addr(reservation::base_raw(), slab);
-        tls::store::<{ tls::CURRENT }>(addr | NO_OWN);
+        let addr = layout::slab_addr(crate::geometry::base_raw(), slab);
+        thread_words::store::<{ thread_words::CURRENT }>(addr | NO_OWN);
         if value & OWNS != 0 {
             ownership::release(slab);
         }
@@ -339,8 +242,9 @@ mod exit {
 mod fork {
     use core::sync::atomic::{AtomicBool, Ordering};
 
-    use super::{is_owner, occupancy, owned_slab, slab_addr, tls};
+    use super::{is_owner, owned_slab, slab_addr};
     use crate::{layout, ownership};
+    use crate::{occupancy, thread_words};
 
     /// Whether the child handler was registered.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
@@ -362,183 +266,10 @@ mod fork {
     /// so it alone may own a slab and live on one. The private lists of the
     /// slabs the parent's other threads owned become claimable.
     extern "C" fn child() {
-        let owned = tls::load::<{ tls::OWNED }>();
-        let current = tls::load::<{ tls::CURRENT }>();
+        let owned = thread_words::load::<{ thread_words::OWNED }>();
+        let current = thread_words::load::<{ thread_words::CURRENT }>();
         ownership::reset_after_fork(is_owner(owned).then(|| layout::slab_of(owned_slab(owned))));
         crate::commit::reset_after_fork();
         occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
-mod tls {
-    // The words, in order: alloc (initially the empty block), owned
-    // (initially NOT_OWNER), current (initially 0), search hint (0); with
-    // the `profile` feature, the profiler's words (0).
-    core::arch::global_asm!(
-        ".pushsection .tdata,\"awT\",@progbits",
-        ".p2align 4",
-        ".globl __smalloc_thread_v2",
-        ".hidden __smalloc_thread_v2",
-        ".type __smalloc_thread_v2,@object",
-        ".size __smalloc_thread_v2,{size}",
-        "__smalloc_thread_v2:",
-        ".quad {empty} - {heads}",
-        ".quad 0x8000000000000000",
-        ".quad 0",
-        ".quad 0",
-        ".zero {extra}",
-        ".popsection",
-        empty = sym crate::hot_path::EMPTY_TABLES,
-        heads = const crate::layout::HEADS_OFFSET,
-        size = const 8 * WORDS,
-        extra = const 8 * (WORDS - 4),
-    );
-    const _: () = assert!(super::NOT_OWNER == 0x8000_0000_0000_0000);
-
-    /// Number of words.
-    const WORDS: usize = 4 + super::PROFILE_WORDS;
-
-    /// Byte offsets of the words.
-    pub const ALLOC: usize = 0;
-    pub const OWNED: usize = 8;
-    pub const CURRENT: usize = 16;
-    pub const HINT: usize = 24;
-    /// The `profile` feature's words ([`PROFILE_WORDS`](super::PROFILE_WORDS)).
-    #[cfg(feature = "profile")]
-    pub const PROFILE: usize = 32;
-    /// From one word to the next.
-    #[cfg(feature = "profile")]
-    pub const STRIDE: usize = 8;
-
-    /// The words' offset from the thread pointer: a constant the dynamic
-    /// loader wrote into the GOT before any code ran, so the load is `pure`
-    /// and `nomem` (the compiler may share one among several accesses).
-    #[inline(always)]
-    fn offset() -> usize {
-        let off: usize;
-        // SAFETY: reads the GOT entry of our own .tdata symbol, which is
-        // never written after relocation.
-        unsafe {
-            core::arch::asm!(
-                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
-                off = out(reg) off,
-                options(pure, nomem, nostack, preserves_flags),
-            );
-        }
-        off
-    }
-
-    #[inline(always)]
-    pub fn load<const WORD: usize>() -> usize {
-        let v: usize;
-        // SAFETY: initial-exec access to our own .tdata words: `offset` is
-        // their offset from the thread pointer, `fs:` is the thread
-        // pointer, `word` is one of the offsets above. Reads only that word.
-        unsafe {
-            core::arch::asm!(
-                "mov {v}, qword ptr fs:[{off} + {word}]",
-                v = lateout(reg) v,
-                off = in(reg) offset(),
-                word = const WORD,
-                options(nostack, readonly, preserves_flags),
-            );
-        }
-        v
-    }
-
-    /// Subtracts `v` from the word; true on a borrow (it was below `v`).
-    #[cfg(feature = "profile")]
-    #[inline(always)]
-    pub fn sub<const WORD: usize>(v: usize) -> bool {
-        // SAFETY: as in `load`; writes only our own thread's word.
-        unsafe {
-            core::arch::asm!(
-                "sub qword ptr fs:[{off} + {word}], {v}",
-                "jb {borrow}",
-                off = in(reg) offset(),
-                v = in(reg) v,
-                word = const WORD,
-                borrow = label { return true; },
-                options(nostack),
-            );
-        }
-        false
-    }
-
-    #[inline(always)]
-    pub fn store<const WORD: usize>(v: usize) {
-        // SAFETY: as in `load`; writes only our own thread's word.
-        unsafe {
-            core::arch::asm!(
-                "mov qword ptr fs:[{off} + {word}], {v}",
-                off = in(reg) offset(),
-                v = in(reg) v,
-                word = const WORD,
-                options(nostack, preserves_flags),
-            );
-        }
-    }
-}
-
-#[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls, miri))]
-mod tls {
-    //! Portable fallback: a pthread key per word, created on first use. The
-    //! words are stored XOR their initial values, so a key's initial null
-    //! reads as the initial value.
-    use core::sync::atomic::AtomicUsize;
-
-    /// Number of words.
-    const WORDS: usize = 4 + super::PROFILE_WORDS;
-
-    /// Word indexes.
-    pub const ALLOC: usize = 0;
-    pub const OWNED: usize = 1;
-    pub const CURRENT: usize = 2;
-    pub const HINT: usize = 3;
-    /// The `profile` feature's words ([`PROFILE_WORDS`](super::PROFILE_WORDS)).
-    #[cfg(feature = "profile")]
-    pub const PROFILE: usize = 4;
-    /// From one word to the next.
-    #[cfg(feature = "profile")]
-    pub const STRIDE: usize = 1;
-
-    /// The keys (see [`key_once`](super::key_once)).
-    static KEYS: [AtomicUsize; WORDS] = [const { AtomicUsize::new(0) }; WORDS];
-
-    /// The initial value of `word`.
-    fn initial(word: usize) -> usize {
-        match word {
-            ALLOC => super::empty_block(),
-            OWNED => super::NOT_OWNER,
-            _ => 0,
-        }
-    }
-
-    fn key(i: usize) -> libc::pthread_key_t {
-        // No key: every access reads null (a thread without a place).
-        super::key_once(&KEYS[i], None).unwrap_or(libc::pthread_key_t::MAX)
-    }
-
-    pub fn load<const WORD: usize>() -> usize {
-        // SAFETY: reading a key's value has no preconditions (an invalid key
-        // yields null).
-        let v = unsafe { libc::pthread_getspecific(key(WORD)) }.addr();
-        v ^ initial(WORD)
-    }
-
-    /// Subtracts `v` from the word; true on a borrow (it was below `v`).
-    #[cfg(feature = "profile")]
-    pub fn sub<const WORD: usize>(v: usize) -> bool {
-        let old = load::<WORD>();
-        store::<WORD>(old.wrapping_sub(v));
-        old < v
-    }
-
-    pub fn store<const WORD: usize>(v: usize) {
-        let v = v ^ initial(WORD);
-        // SAFETY: storing an integer disguised as a pointer; never
-        // dereferenced.
-        unsafe { libc::pthread_setspecific(key(WORD), core::ptr::without_provenance(v)) };
     }
 }

@@ -7,8 +7,8 @@ use crate::layout::{MAX_SC, MIN_SC};
 /// Base address of the reservation, or `None` before it exists. For
 /// diagnostics.
 pub fn reservation_base() -> Option<usize> {
-    let base = crate::reservation::base_raw();
-    crate::reservation::is_ready(base).then_some(base)
+    let base = crate::geometry::base_raw();
+    crate::geometry::is_ready(base).then_some(base)
 }
 
 /// What the metadata of one (slab, size class) says, read without
@@ -31,7 +31,7 @@ pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
         return ListUsage::default();
     };
     let addr = crate::layout::slab_addr(base, slab);
-    let block = crate::layout::private_block(addr);
+    let block = crate::metadata::private_block(addr);
     let l = crate::stats::read_list(addr, block, sc, &mut 0, None);
     ListUsage {
         handed_out: l.handed_out,
@@ -59,7 +59,7 @@ pub const PRIVATE_LARGE_BYTES: usize = crate::cold_path::PRIVATE_LARGE_BYTES;
 
 /// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
-pub const RELEASE_SIZE: usize = 1 << crate::purge::RELEASE_SC;
+pub const RELEASE_SIZE: usize = 1 << crate::layout::RELEASE_SC;
 
 /// Moves the calling thread's allocations to `slab` (taken modulo the
 /// number of slabs) from now on, without owning it: the thread gives up the
@@ -68,8 +68,8 @@ pub const RELEASE_SIZE: usize = 1 << crate::purge::RELEASE_SC;
 /// and tests that need several threads on one slab (the design's worst
 /// case). Makes the reservation if needed; false if the OS refuses it.
 pub fn move_current_thread_to_slab(slab: usize) -> bool {
-    let raw = crate::reservation::base_raw();
-    let base = if crate::reservation::is_ready(raw) {
+    let raw = crate::geometry::base_raw();
+    let base = if crate::geometry::is_ready(raw) {
         raw
     } else {
         match crate::reservation::init() {

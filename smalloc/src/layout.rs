@@ -13,12 +13,9 @@
 //!   has zeros in every bit below `TOTAL_BITS`.
 //! * Each (slab, size class) pair owns a region of `2^REGION_BITS` bytes.
 //! * A slot of size class `sc` is `2^sc` bytes and `2^sc`-aligned.
-//! * The region of size class 0 in each slab holds no slots (no size class
-//!   below [`MIN_SC`] exists); it holds the slab's metadata instead: first
-//!   the *private block* (a private list head and a fresh run per size class,
-//!   touched only by the thread that owns the slab), then, a page further,
-//!   one *shared line* per size class (its flh and its never-used tail, on
-//!   its own 64-byte cache line).
+//! * The regions of size classes 0 and 1 in each slab hold no slots (no
+//!   size class below [`MIN_SC`] exists); they hold the slab's metadata
+//!   instead ([`metadata`](crate::metadata)).
 //! * Free lists link slots by *link*: a slot's offset in its region in
 //!   4-byte units, plus one ([`link_of`]); 0 ends a list.
 //!
@@ -26,39 +23,39 @@
 //! reservation is not possible there), and under ThreadSanitizer the regions
 //! do (see [`REGION_BITS`]), but every formula stays the same.
 
-/// Number of address bits of one (slab, size class) region.
-#[cfg(not(any(miri, smalloc_tsan, feature = "valgrind")))]
-pub const REGION_BITS: u32 = 34;
-/// Number of address bits of one (slab, size class) region in the
-/// `valgrind` build: memcheck keeps state for every 64 KiB of a mapping, so
-/// an 8 TiB reservation costs it gigabytes; 32 GiB costs it little.
-#[cfg(all(feature = "valgrind", not(miri)))]
-pub const REGION_BITS: u32 = 26;
-/// Number of address bits of one (slab, size class) region.
-#[cfg(miri)]
-pub const REGION_BITS: u32 = 18;
-/// Number of address bits of one (slab, size class) region under
-/// ThreadSanitizer (`--cfg smalloc_tsan`, set by `devutils/verify.sh`):
+use crate::features::config;
+
+/// Number of address bits of one (slab, size class) region. Smaller in the
+/// `valgrind` build (memcheck keeps state for every 64 KiB of a mapping, so
+/// an 8 TiB reservation costs it gigabytes; 32 GiB costs it little) and
+/// under ThreadSanitizer (`--cfg smalloc_tsan`, set by `devutils/verify.sh`:
 /// TSan serves application mappings only from a few fixed ranges of a few
 /// TiB, which an 8 TiB reservation aligned to 8 TiB does not fit; 2 TiB
-/// does. Only the slot counts change (the size classes stay).
-#[cfg(all(smalloc_tsan, not(miri), not(feature = "valgrind")))]
-pub const REGION_BITS: u32 = 32;
+/// does; only the slot counts change).
+#[cfg(not(miri))]
+pub const REGION_BITS: u32 = if config::VALGRIND {
+    26
+} else if cfg!(smalloc_tsan) {
+    32
+} else {
+    34
+};
+/// Number of address bits of one (slab, size class) region under Miri.
+#[cfg(miri)]
+pub const REGION_BITS: u32 = 18;
 
-/// Largest size class: slots of `2^MAX_SC` bytes (2 GiB).
-#[cfg(not(any(miri, feature = "valgrind")))]
-pub const MAX_SC: u32 = 31;
-/// Largest size class in the `valgrind` build (8 MiB slots, eight to a
-/// region, as the default build's 2 GiB slots are).
-#[cfg(all(feature = "valgrind", not(miri)))]
-pub const MAX_SC: u32 = 23;
+/// Largest size class: slots of `2^MAX_SC` bytes (2 GiB; 8 MiB in the
+/// `valgrind` build, eight to a region, as the default build's 2 GiB slots
+/// are).
+#[cfg(not(miri))]
+pub const MAX_SC: u32 = if config::VALGRIND { 23 } else { 31 };
 /// Largest size class under Miri.
 #[cfg(miri)]
 pub const MAX_SC: u32 = 15;
 
 /// Smallest size class: 4-byte slots, just large enough for a free-list link
 /// (16 bytes in the secure mode: a link and its check).
-pub const MIN_SC: u32 = if cfg!(feature = "secure") { 4 } else { 2 };
+pub const MIN_SC: u32 = if config::SECURE { 4 } else { 2 };
 
 /// Width of the size class field.
 pub const SC_BITS: u32 = 5;
@@ -72,7 +69,7 @@ pub const NUM_SLABS: usize = 1 << SLAB_BITS;
 pub const PROFILE_SLAB: usize = NUM_SLABS - 1;
 /// Slabs that threads live on: all of them, but [`PROFILE_SLAB`] with the
 /// `profile` feature.
-pub const THREAD_SLABS: usize = NUM_SLABS - cfg!(feature = "profile") as usize;
+pub const THREAD_SLABS: usize = NUM_SLABS - config::PROFILE as usize;
 /// The slabs no thread lives on, as a bit set (empty without `profile`).
 pub const RESERVED_SLABS: usize = ((1 << NUM_SLABS) - 1) & !((1 << THREAD_SLABS) - 1);
 /// Number of size class codes (0 and 1 are never used for slots).
@@ -117,6 +114,11 @@ pub const fn needs_large(size: usize, align: usize) -> bool {
     (size.wrapping_sub(1) | (align - 1)) >= (1 << (LARGE_SC - 1))
 }
 
+/// Freed slots of this size class and above (128 MiB) give their pages but
+/// the first back to the kernel (`purge`). Measured: docs/decisions.md
+/// ("Which freed slots give their pages back").
+pub const RELEASE_SC: u32 = 27;
+
 /// Bytes of never-used slots between two looks for freed slots elsewhere
 /// (64 KiB; every never-used slot, for slots that large): before touching
 /// a new step of its region, a thread looks for freed slots on other
@@ -124,77 +126,11 @@ pub const fn needs_large(size: usize, align: usize) -> bool {
 /// docs/decisions.md ("New-memory step").
 pub const NEW_MEMORY_STEP: usize = 1 << 16;
 
-/// Offset, from its slab's address, of the slab's private block: what
-/// only the slab's owner touches (see [`private_list`](crate::private_list)).
-/// It is the start of the region of size class 1, which holds no slots, so
-/// that a slot's offset from the private block, shifted by [`SC_SHIFT`], is
-/// its size class minus one: the hot paths index the block's tables with
-/// that. An owner's thread-local words hold the block's address.
-pub const PRIVATE_OFFSET: usize = 1 << SC_SHIFT;
-/// Private list heads per private block: one per value that
-/// [`private_index_of`] can give, so the hot path of allocation indexes the
-/// heads without first testing that the request is small. Only the heads of
-/// the small size classes are ever set.
-pub const PRIVATE_HEADS: usize = usize::BITS as usize;
-/// Offset of the private list heads from the private block's address. Not
-/// a round number: the heads are touched on every allocation and free, and
-/// at offset 0 they would share an L1 cache set and linear-address tag with
-/// the first slots of every region (all 16 GiB-aligned), which x86 cores
-/// with a linear-address way predictor (AMD's utags) cannot keep in L1
-/// together: measured 4x slower loops over such a slot (docs/decisions.md,
-/// "Where the private tables sit"). In the hot paths it is a displacement.
-pub const HEADS_OFFSET: usize = 0x6_b3c0 % (1 << REGION_BITS);
-/// Offset of the region table (one `u64` per size class: the address that
-/// link 0 would name in the slab's region of that class, 4 bytes below the
-/// region, so that a slot is one `lea` from its link) from the private
-/// block.
-pub const REGIONS_OFFSET: usize = HEADS_OFFSET + 4 * PRIVATE_HEADS;
-/// Offset of the fresh runs (one `u64` per size class) from the private
-/// block.
-pub const FRESH_OFFSET: usize = REGIONS_OFFSET + 8 * NUM_SCS;
-/// Offset of the private list heads of the large size classes (one `u32`
-/// per size class, apart from the heads the hot path indexes: large slots
-/// are handed out only by the cold path) from the private block.
-pub const LARGE_HEADS_OFFSET: usize = FRESH_OFFSET + 8 * NUM_SCS;
-/// Offset of the lengths of those lists (one `u32` per size class).
-pub const LARGE_COUNTS_OFFSET: usize = LARGE_HEADS_OFFSET + 4 * NUM_SCS;
-/// Bytes of a private block from its first table on.
-pub const PRIVATE_TABLES_SIZE: usize = LARGE_COUNTS_OFFSET + 4 * NUM_SCS - HEADS_OFFSET;
-/// Offset of the owner's event counts (the `counters` feature; two `u64`
-/// per size class: allocations, frees) from the private block, on the
-/// tables' page.
-pub const OWNER_COUNTS_OFFSET: usize = HEADS_OFFSET + PRIVATE_TABLES_SIZE;
-/// Offset, from its slab's address, of the slab's shared lines: one cache
-/// line per size class holding its flh and its never-used tail, in the
-/// region of size class 0 (which holds no slots either), away from the
-/// private block, so remote frees never touch the owner's lines. Not a
-/// round number, for the reason given at [`HEADS_OFFSET`].
-pub const SHARED_OFFSET: usize = 0x9_2d40 % (1 << REGION_BITS);
-/// Distance between two shared lines of one slab: one cache line each.
-pub const SHARED_STRIDE_SHIFT: u32 = 6;
-/// Offset of the never-used tail word within a shared line.
-pub const TAIL_OFFSET: usize = 8;
-/// Offset within a shared line of the counts (the `counters` feature; two
-/// `u64`: allocations, frees) of the threads that do not own the slab, on
-/// the line their compare-and-swap of the flh takes anyway.
-pub const REMOTE_COUNTS_OFFSET: usize = 16;
-/// Offset within a shared line of the region's committed bytes (a `u64`):
-/// how much of the region, from its start, is usable memory (see
-/// [`commit`](crate::commit)). Read with the tail, on the same line.
-pub const COMMITTED_OFFSET: usize = 32;
-/// Offset, from its slab's address, of the slab's cold-path event counts
-/// (the `counters` feature; one `u64` per event), after its shared lines.
-pub const EVENTS_OFFSET: usize = SHARED_OFFSET + (NUM_SCS << SHARED_STRIDE_SHIFT);
-
 const _: () = assert!(
     MAX_SC < REGION_BITS,
     "a region must hold at least two slots"
 );
 const _: () = assert!(MAX_SC < NUM_SCS as u32);
-const _: () = assert!(EVENTS_OFFSET + 8 * 64 <= 1 << REGION_BITS);
-const _: () = assert!(OWNER_COUNTS_OFFSET + 16 * NUM_SCS <= 1 << REGION_BITS && MIN_SC > 1);
-const _: () = assert!(REMOTE_COUNTS_OFFSET + 16 <= COMMITTED_OFFSET);
-const _: () = assert!(COMMITTED_OFFSET + 8 <= 1 << SHARED_STRIDE_SHIFT);
 const _: () = assert!(TOTAL_BITS < usize::BITS);
 
 /// Number of slots of size class `sc` in one slab.
@@ -238,103 +174,11 @@ pub const fn slab_addr(base: usize, slab: usize) -> usize {
     base | (slab << SLAB_SHIFT)
 }
 
-/// Address of the flh of (slab, size class), given the slab's address.
-#[inline(always)]
-pub const fn flh_addr(slab_addr: usize, sc: u32) -> usize {
-    slab_addr + SHARED_OFFSET + ((sc as usize) << SHARED_STRIDE_SHIFT)
-}
-
-/// Address of the never-used tail word of (slab, size class), given the
-/// slab's address.
-#[inline(always)]
-pub const fn tail_addr(slab_addr: usize, sc: u32) -> usize {
-    flh_addr(slab_addr, sc) + TAIL_OFFSET
-}
-
-/// Address of the committed-bytes word of (slab, size class), given the
-/// slab's address.
-#[inline(always)]
-pub const fn committed_addr(slab_addr: usize, sc: u32) -> usize {
-    flh_addr(slab_addr, sc) + COMMITTED_OFFSET
-}
-
 /// Bytes of the region of size class `sc` that its slots span (the whole
 /// region but for size classes 2 and 3, whose slot numbers run out first).
 #[inline(always)]
 pub const fn slots_span(sc: u32) -> usize {
     (num_slots(sc) as usize) << sc
-}
-
-/// The slab's metadata, as offsets from the slab's address, that must be
-/// memory before any thread touches the slab: its shared lines and event
-/// counts (size class 0's region), and its private block's tables and
-/// owner counts (size class 1's region). Nothing else of those two regions
-/// is ever touched.
-pub const METADATA: [(usize, usize); 2] = [
-    (SHARED_OFFSET, EVENTS_OFFSET + 8 * 64),
-    (
-        PRIVATE_OFFSET + HEADS_OFFSET,
-        PRIVATE_OFFSET + OWNER_COUNTS_OFFSET + 16 * NUM_SCS,
-    ),
-];
-
-/// Address of the private block of the slab at `slab_addr`.
-#[inline(always)]
-pub const fn private_block(slab_addr: usize) -> usize {
-    slab_addr + PRIVATE_OFFSET
-}
-
-/// The index of size class `sc` in the tables of a private block: `sc - 1`,
-/// which is what a slot's offset from the block, shifted by [`SC_SHIFT`],
-/// gives.
-#[inline(always)]
-pub const fn private_index(sc: u32) -> usize {
-    (sc - 1) as usize
-}
-
-/// The private index of the size class of a request of `size` bytes aligned
-/// to `align` (a power of two): [`private_index`] of its [`size_class`]
-/// when `size` is not 0, and below [`PRIVATE_HEADS`] always (63 for size 0).
-#[inline(always)]
-pub const fn private_index_of(size: usize, align: usize) -> usize {
-    debug_assert!(align.is_power_of_two());
-    // The bit length of the OR is the size class; its floor log2 is one less.
-    (size.wrapping_sub(1) | (align - 1) | ((1 << MIN_SC) - 1)).ilog2() as usize
-}
-
-/// Address of the private list head of the size class of private index
-/// `index` in the private block at `block`.
-#[inline(always)]
-pub const fn private_head_addr(block: usize, index: usize) -> usize {
-    block + HEADS_OFFSET + 4 * index
-}
-
-/// Address of the region table entry of private index `index` in the
-/// private block at `block`.
-#[inline(always)]
-pub const fn region_entry_addr(block: usize, index: usize) -> usize {
-    block + REGIONS_OFFSET + 8 * index
-}
-
-/// Address of the private list head of large size class `sc` in the
-/// private block at `block`.
-#[inline(always)]
-pub const fn large_head_addr(block: usize, sc: u32) -> usize {
-    block + LARGE_HEADS_OFFSET + 4 * sc as usize
-}
-
-/// Address of the length of the private list of large size class `sc` in
-/// the private block at `block`.
-#[inline(always)]
-pub const fn large_count_addr(block: usize, sc: u32) -> usize {
-    block + LARGE_COUNTS_OFFSET + 4 * sc as usize
-}
-
-/// Address of the fresh run of private index `index` in the private block
-/// at `block`.
-#[inline(always)]
-pub const fn fresh_addr(block: usize, index: usize) -> usize {
-    block + FRESH_OFFSET + 8 * index
 }
 
 /// Address of the region of (slab, size class), given the slab's address.
@@ -401,4 +245,21 @@ pub const fn slab_addr_of(addr: usize) -> usize {
 #[inline(always)]
 pub const fn base_of(addr: usize) -> usize {
     addr & !(TOTAL_SIZE - 1)
+}
+
+/// A slot as the allocation paths return it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// Its address; null when no slot could be had.
+    pub ptr: *mut u8,
+    /// Whether it was never handed out before, so its memory is still zero.
+    pub fresh: bool,
+}
+
+impl Slot {
+    /// No slot.
+    pub const NONE: Slot = Slot {
+        ptr: core::ptr::null_mut(),
+        fresh: false,
+    };
 }

@@ -25,43 +25,40 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(any(test, feature = "profile"))]
+#[cfg(test)]
 extern crate std;
 
 mod big;
 mod cold_path;
 mod commit;
-pub mod counters;
+mod features;
 pub mod free_list;
+mod geometry;
 pub mod grow;
 mod home_slab;
 #[doc(hidden)]
 pub mod hooks;
 mod hot_path;
 pub mod layout;
+mod metadata;
+mod occupancy;
 pub mod ownership;
 pub mod private_list;
-#[cfg(feature = "profile")]
-pub mod profile;
 mod purge;
 pub mod raw;
 mod reservation;
-#[cfg(feature = "secure")]
-mod secure;
 pub mod stats;
 mod sys;
+mod thread_words;
 mod trim;
-#[cfg(feature = "valgrind")]
-#[doc(hidden)]
-pub mod valgrind;
+mod zeroed;
 
-#[cfg(all(feature = "valgrind", any(feature = "secure", feature = "profile")))]
-compile_error!("the valgrind feature is not combined with secure or profile");
+pub use features::public::*;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
-use hot_path::Request;
+use features::Request;
 use layout::size_class;
 
 /// The smalloc allocator. All instances share one process-wide state, so it
@@ -103,7 +100,7 @@ impl Smalloc {
 unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let index = layout::private_index_of(layout.size(), layout.align());
+        let index = metadata::private_index_of(layout.size(), layout.align());
         match hot_path::alloc_hot(index, Request::new(layout.size())) {
             Some(p) => p,
             None => alloc_cold(layout.size(), layout.align()),
@@ -125,8 +122,8 @@ unsafe impl GlobalAlloc for Smalloc {
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let sc = size_class(layout.size(), layout.align());
-        if sc < layout::LARGE_SC || sc <= reservation::largest_sc() {
-            purge::alloc_zeroed_slot(sc, layout.size())
+        if sc < layout::LARGE_SC || sc <= geometry::largest_sc() {
+            zeroed::alloc_zeroed_slot(sc, layout.size())
         } else {
             // Fresh mappings are zero.
             big::alloc(layout.size(), layout.align())
@@ -141,10 +138,10 @@ unsafe impl GlobalAlloc for Smalloc {
         if hot_path::contains(p) {
             // SAFETY: a slot; the caller owns it and `new_size` is not zero.
             unsafe { grow::realloc_slot(p, Some(old_size), new_size, align, big::alloc) }
-        } else if new_sc <= reservation::largest_sc() {
+        } else if new_sc <= geometry::largest_sc() {
             // From a mapping down to a slot: a block that slots serve lives
             // in one.
-            let q = hot_path::alloc(new_sc, Request::new(new_size)).0;
+            let q = hot_path::alloc(new_sc, Request::new(new_size)).ptr;
             if !q.is_null() {
                 // SAFETY: `new_size < old_size`; both are ours.
                 unsafe {
@@ -183,9 +180,9 @@ unsafe fn dealloc_cold(p: *mut u8, size: usize) {
 fn alloc_cold(size: usize, align: usize) -> *mut u8 {
     let sc = size_class(size, align);
     if sc < layout::LARGE_SC {
-        cold_path::alloc_small(sc, Request::new(size)).0
-    } else if sc <= reservation::largest_sc() {
-        cold_path::alloc_large(sc, Request::new(size)).0
+        cold_path::alloc_small(sc, Request::new(size)).ptr
+    } else if sc <= geometry::largest_sc() {
+        cold_path::alloc_large(sc, Request::new(size)).ptr
     } else {
         big::alloc(size, align)
     }

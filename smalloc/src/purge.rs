@@ -16,23 +16,12 @@
 //! Why 128 MiB, measured: docs/decisions.md ("Which freed slots give their
 //! pages back").
 //!
-//! What is zero: a never-used slot is still known to be zero (the flh's
-//! `used` flag says so). A released slot's pages past the first are zero
-//! too, but no flag records it: zeroing a reused slot ([`clear`]) of at
-//! least [`CLEAR_BY_RELEASE`] bytes releases its pages again (which costs
-//! little for pages already released) instead of writing them.
-
-use core::ptr;
+//! A released slot's pages past the first are zero, but nothing records
+//! it: a reused slot that must be zero is cleared ([`zeroed`](crate::zeroed)).
 
 use crate::sys;
 
-/// Freed slots of this size class and above (128 MiB) give their pages but
-/// the first back to the kernel.
-pub const RELEASE_SC: u32 = 27;
-
-/// From this size on, [`clear`] releases whole pages instead of writing
-/// them.
-pub const CLEAR_BY_RELEASE: usize = 1 << 20;
+pub use crate::layout::RELEASE_SC;
 
 /// Called by free for the slot at `addr`, of size class `sc`, before it is
 /// pushed: from [`RELEASE_SC`] on, releases its pages past the first.
@@ -52,47 +41,4 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
         // and larger than a page); the link's page stays.
         unsafe { sys::release(sys::ptr_at(addr + page), size - page) };
     }
-}
-
-/// A slot of size class `sc` (or larger, on failover) whose first `size`
-/// bytes are zero, for `alloc_zeroed` and `calloc`; null when none is left.
-/// A never-used slot is not written (its pages stay untouched); a reused
-/// one is cleared (`clear`).
-#[inline]
-pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
-    debug_assert!(size <= 1 << sc);
-    let (p, fresh) = crate::hot_path::alloc(sc, crate::hot_path::Request::new(size));
-    if !fresh && !p.is_null() {
-        // SAFETY: the slot holds at least `size` bytes and is naturally
-        // aligned; nobody else has it.
-        unsafe { clear(p, size) };
-    }
-    // Cleared by writes, by the kernel (released pages), or never written.
-    #[cfg(feature = "valgrind")]
-    crate::valgrind::defined(p, size);
-    p
-}
-
-/// Clears `p[..n]`, a reused slot (or a part of one). Large blocks give their
-/// whole pages back to the kernel, which makes them read as zero, instead
-/// of writing them: that is faster, and lowers the resident set instead of
-/// raising it; the partial last page is written.
-///
-/// # Safety
-/// `p[..n]` is ours to write; `p` is page-aligned when `n >=
-/// CLEAR_BY_RELEASE` (slots of at least a page are naturally aligned).
-#[inline]
-pub unsafe fn clear(p: *mut u8, n: usize) {
-    if n >= CLEAR_BY_RELEASE && !cfg!(miri) {
-        let whole = n & !(sys::page_size() - 1);
-        // SAFETY: `p[..whole]` is ours, page-aligned; releasing private
-        // anonymous pages only zeroes them.
-        if unsafe { sys::release(p, whole) } {
-            // SAFETY: the tail lies inside `p[..n]`.
-            unsafe { ptr::write_bytes(p.add(whole), 0, n - whole) };
-            return;
-        }
-    }
-    // SAFETY: per the contract.
-    unsafe { ptr::write_bytes(p, 0, n) };
 }

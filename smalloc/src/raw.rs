@@ -7,26 +7,25 @@
 //! mapping and header), and [`owns`] tells the two apart on free.
 
 pub use crate::grow::shrink_leaves_slot;
-pub use crate::layout::{LARGE_SC, MAX_SC, MIN_SC, size_class};
+pub use crate::layout::{LARGE_SC, MAX_SC, MIN_SC, Slot, size_class};
 
 use crate::hot_path;
 
 /// Mappings of big blocks (above the largest slot), for a front end that
 /// keeps its own header below the block.
 pub use crate::big::{Mapped, map_block, remap_block, shrink_block, unmap_block};
-pub use crate::purge::alloc_zeroed_slot;
-pub use crate::reservation::largest_sc;
+pub use crate::geometry::largest_sc;
 pub use crate::sys::page_size;
+pub use crate::zeroed::alloc_zeroed_slot;
 
 /// Takes a slot of size class `sc` (`MIN_SC..=MAX_SC`), or of a larger one
 /// if every slab of `sc` is empty, for a request of `size` bytes (what the
-/// heap profiler counts and records). Null when no slot is left or the
-/// reservation failed. The flag is true when the slot was never handed out
-/// before, so its memory is still zero.
+/// heap profiler counts and records); [`Slot::NONE`] when no slot is left
+/// or the layout could not be made.
 #[inline(always)]
-pub fn alloc_slot(sc: u32, size: usize) -> (*mut u8, bool) {
+pub fn alloc_slot(sc: u32, size: usize) -> Slot {
     debug_assert!((MIN_SC..=MAX_SC).contains(&sc));
-    hot_path::alloc(sc, hot_path::Request::new(size))
+    hot_path::alloc(sc, crate::features::Request::new(size))
 }
 
 /// The hot path of allocation alone: for a request of `size` bytes aligned
@@ -38,8 +37,8 @@ pub fn alloc_slot(sc: u32, size: usize) -> (*mut u8, bool) {
 #[inline(always)]
 pub fn alloc_hot(size: usize, align: usize) -> Option<*mut u8> {
     hot_path::alloc_hot(
-        crate::layout::private_index_of(size, align),
-        hot_path::Request::new(size),
+        crate::metadata::private_index_of(size, align),
+        crate::features::Request::new(size),
     )
 }
 

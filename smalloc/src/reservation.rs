@@ -14,41 +14,24 @@
 //! How each is chosen and what it costs: docs/design.md ("The reservation
 //! and its fallback").
 
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 
-use crate::layout::{MAX_SC, TOTAL_BITS, TOTAL_SIZE};
-use crate::{commit, sys};
+use crate::geometry::{
+    AS_LIMIT, ASKED, BASE, DATA_LIMIT, REFUSED, RESERVED, STRICT, UNINIT, on_demand, set_geometry,
+};
+use crate::layout::{TOTAL_BITS, TOTAL_SIZE};
+use crate::{commit, features, sys};
 
-/// The reservation's base address (aligned, so even), [`UNINIT`], or a
-/// "reserving" mark: `pid << 1 | 1`, set while one thread of process `pid`
-/// makes the reservation and the others wait.
-///
-/// The pid in the mark makes `fork` safe: a child forked while its parent
-/// was reserving inherits a mark with the parent's pid, which no thread of
-/// the child will ever clear; the child sees a pid not its own, knows the
-/// mark is stale and starts over.
-static BASE: AtomicUsize = AtomicUsize::new(UNINIT);
-/// No reservation yet.
-const UNINIT: usize = 0;
+// The base address ([`base::BASE`]) is [`UNINIT`], the base, or a
+// "reserving" mark: `pid << 1 | 1`, set while one thread of process `pid`
+// makes the layout and the others wait. The pid in the mark makes `fork`
+// safe: a child forked while its parent was reserving inherits a mark with
+// the parent's pid, which no thread of the child will ever clear; the child
+// sees a pid not its own, knows the mark is stale and starts over.
 
 /// This process's "reserving" mark.
 fn reserving_mark() -> usize {
     (sys::pid() << 1) | 1
-}
-
-/// The base address if the reservation exists; [`UNINIT`] or a reserving
-/// mark otherwise.
-#[inline(always)]
-pub fn base_raw() -> usize {
-    // Acquire: pairs with the Release store in `init`, so a thread that
-    // sees the base also sees the mapping as made by the reserving thread.
-    BASE.load(Ordering::Acquire)
-}
-
-/// Whether `raw` (from [`base_raw`]) is a real base.
-#[inline(always)]
-pub fn is_ready(raw: usize) -> bool {
-    raw != UNINIT && raw & 1 == 0
 }
 
 /// The base address, reserving on the first call. `None` when the operating
@@ -60,16 +43,13 @@ pub fn init() -> Option<usize> {
     let mark = reserving_mark();
     loop {
         // Acquire on both outcomes: a thread that sees a finished base must
-        // see the reservation (as in `base_raw`).
+        // see the reservation (as in `base::raw`).
         match BASE.compare_exchange(UNINIT, mark, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 let base = reserve();
-                #[cfg(feature = "valgrind")]
-                if let Some(base) = base.filter(|_| !on_demand()) {
-                    crate::valgrind::reserved(base);
+                if let Some(base) = base {
+                    features::made(base, on_demand());
                 }
-                #[cfg(feature = "secure")]
-                crate::secure::init();
                 // Release: publishes the reservation with its address.
                 BASE.store(base.unwrap_or(UNINIT), Ordering::Release);
                 return base;
@@ -84,105 +64,6 @@ pub fn init() -> Option<usize> {
             Err(base) => return Some(base),
         }
     }
-}
-
-/// How the layout's address space is held, as the statistics report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Geometry {
-    /// Nothing yet: no allocation has been made.
-    None,
-    /// One reservation of the whole layout (the default). Its untouched
-    /// parts are left out of core dumps.
-    Reserved,
-    /// No reservation: each region is mapped as it is used, at its layout
-    /// address; for this reason.
-    OnDemand(Why),
-}
-
-/// Why the layout's address space is mapped on demand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Why {
-    /// The environment asked for it (`SMALLOC_RESERVE=0`).
-    Asked,
-    /// The kernel refused the reservation under an address-space limit
-    /// (`RLIMIT_AS`, `ulimit -v`) of this many bytes.
-    AddressSpaceLimit(u64),
-    /// The kernel refused it under a data limit (`RLIMIT_DATA`, `ulimit
-    /// -d`) of this many bytes.
-    DataLimit(u64),
-    /// The kernel refused it under strict overcommit
-    /// (`vm.overcommit_memory=2`), which charges every writable mapping.
-    StrictOvercommit,
-    /// The kernel refused it with this `errno` for another reason.
-    Refused(i32),
-}
-
-/// The geometry's code ([`Geometry`] order; `Why` for on demand) and its
-/// value (a limit, an errno). Written before the base is published, read
-/// after it is seen.
-static GEOMETRY: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
-
-/// Codes in [`GEOMETRY`].
-const RESERVED: u64 = 1;
-const ASKED: u64 = 2;
-const AS_LIMIT: u64 = 3;
-const DATA_LIMIT: u64 = 4;
-const STRICT: u64 = 5;
-const REFUSED: u64 = 6;
-
-/// How the layout's address space is held now.
-pub fn geometry() -> Geometry {
-    if !is_ready(base_raw()) {
-        return Geometry::None;
-    }
-    // Relaxed: written before the base's Release store, which `base_raw`
-    // acquired.
-    let value = GEOMETRY[1].load(Ordering::Relaxed);
-    Geometry::OnDemand(match GEOMETRY[0].load(Ordering::Relaxed) {
-        RESERVED => return Geometry::Reserved,
-        ASKED => Why::Asked,
-        AS_LIMIT => Why::AddressSpaceLimit(value),
-        DATA_LIMIT => Why::DataLimit(value),
-        STRICT => Why::StrictOvercommit,
-        _ => Why::Refused(value as i32),
-    })
-}
-
-/// Whether the regions are mapped on demand (no reservation). Only
-/// meaningful once the base is seen.
-#[inline]
-pub fn on_demand() -> bool {
-    // Relaxed: see `geometry`.
-    GEOMETRY[0].load(Ordering::Relaxed) > RESERVED
-}
-
-/// Records the geometry (before the base is published).
-fn set_geometry(code: u64, value: u64) {
-    // Relaxed: published by the base's Release store.
-    GEOMETRY[0].store(code, Ordering::Relaxed);
-    GEOMETRY[1].store(value, Ordering::Relaxed);
-    if code != RESERVED {
-        LARGEST_SC.store(ON_DEMAND_MAX_SC, Ordering::Relaxed);
-    }
-}
-
-/// The largest size class of slots on demand (32 MiB): a larger block gets
-/// a mapping of its own, as glibc's do above its largest mmap threshold, so
-/// that what an address-space limit or strict overcommit counts is about
-/// the block's size, not the power of two above it.
-pub const ON_DEMAND_MAX_SC: u32 = if MAX_SC < 25 { MAX_SC } else { 25 };
-
-/// The largest size class that new blocks are given slots of.
-static LARGEST_SC: AtomicU32 = AtomicU32::new(MAX_SC);
-
-/// The largest size class that new blocks are given slots of: [`MAX_SC`],
-/// or [`ON_DEMAND_MAX_SC`] on demand. A policy only: whether a block is a
-/// slot is told by its address ([`crate::hot_path::contains`]).
-#[inline]
-pub fn largest_sc() -> u32 {
-    // Relaxed: a policy; set before the base is published, and any value
-    // read before is as valid.
-    LARGEST_SC.load(Ordering::Relaxed)
 }
 
 /// The base of the layout: the whole reservation if the kernel grants it
@@ -368,6 +249,7 @@ fn hex(b: u8) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::geometry::{self, is_ready};
 
     #[test]
     fn a_refusal_is_put_down_to_the_limit_that_caused_it() {
@@ -416,10 +298,10 @@ mod tests {
         // What a child forked mid-reservation sees: its parent's mark.
         let parent_mark = ((sys::pid() + 1) << 1) | 1;
         BASE.store(parent_mark, Ordering::Relaxed);
-        assert!(!is_ready(base_raw()));
+        assert!(!is_ready(geometry::base_raw()));
         let base = init().expect("reservation");
         assert!(is_ready(base));
-        assert_eq!(base_raw(), base);
+        assert_eq!(geometry::base_raw(), base);
         assert_eq!(base % TOTAL_SIZE, 0);
     }
 

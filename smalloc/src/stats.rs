@@ -18,18 +18,17 @@
 
 mod report;
 
-pub use crate::counters::Counts;
-pub use crate::reservation::{Geometry, Why};
-pub use crate::trim::trim;
+pub use crate::features::Counts;
+pub use crate::geometry::{Geometry, Why};
 pub use report::report;
 
 use core::sync::atomic::Ordering;
 
-use crate::counters::{self, NUM_EVENTS};
-use crate::home_slab::occupancy;
-use crate::hot_path::{fresh_run, large_head, private_head, read_link, tail};
+use crate::features::links::read_link;
+use crate::features::{self, NUM_EVENTS};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
-use crate::{big, commit, ownership, sys};
+use crate::metadata::{self, private_index, shared, tables};
+use crate::{big, commit, occupancy, ownership, sys};
 
 /// One size class, summed over the slabs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +150,7 @@ impl Snapshot {
         resident_bytes: 0,
         trimmable_bytes: 0,
         walks_cut: 0,
-        counters: counters::ENABLED,
+        counters: features::config::COUNTERS,
         events: [0; NUM_EVENTS],
     };
 
@@ -206,12 +205,12 @@ impl Snapshot {
 pub fn snapshot() -> Snapshot {
     let mut s = Snapshot::EMPTY;
     (s.big_count, s.big_bytes) = big::usage();
-    let Some(base) = crate::hooks::reservation_base() else {
+    let Some(base) = crate::geometry::base() else {
         return s;
     };
     s.reservation_base = base;
-    s.geometry = crate::reservation::geometry();
-    s.largest_slot = 1 << crate::reservation::largest_sc();
+    s.geometry = crate::geometry::geometry();
+    s.largest_slot = 1 << crate::geometry::largest_sc();
     if s.geometry == Geometry::Reserved {
         s.reservation_size = layout::TOTAL_SIZE;
     }
@@ -228,22 +227,20 @@ pub fn snapshot() -> Snapshot {
     let used = occupancy::ever_used() | layout::RESERVED_SLABS;
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let slab_addr = layout::slab_addr(base, slab);
-        let block = layout::private_block(slab_addr);
+        let block = metadata::private_block(slab_addr);
         let mut st = SlabStats {
             owned: owned & (1 << slab) != 0,
             threads: threads[slab],
             ..SlabStats::default()
         };
         for sc in MIN_SC..=MAX_SC {
-            let trims = 1 << sc >= 2 * page && sc < crate::purge::RELEASE_SC;
+            let trims = 1 << sc >= 2 * page && sc < crate::layout::RELEASE_SC;
             let trimmable = trims.then_some(&mut s.trimmable_bytes);
-            #[allow(unused_mut)]
             let mut l = read_list(slab_addr, block, sc, &mut s.walks_cut, trimmable);
             // The profile's slab has no owner: its private slots are those
             // the sampling threads' records keep.
-            #[cfg(feature = "profile")]
             if slab == layout::PROFILE_SLAB {
-                l.free_private += crate::profile::kept(sc);
+                l.free_private += features::kept(sc);
             }
             if l.handed_out == 0 {
                 continue;
@@ -256,13 +253,13 @@ pub fn snapshot() -> Snapshot {
             c.free_shared += l.free_shared;
             c.free_private += l.free_private;
             c.shared_frees += l.shared_frees;
-            let n = counters::read(slab_addr, sc);
+            let n = features::counts(slab_addr, sc);
             c.counts.add(&n);
             st.counts.add(&n);
             st.handed_out_bytes += l.handed_out << sc;
             st.free_bytes += free << sc;
         }
-        counters::read_events(slab_addr, &mut s.events);
+        features::read_events(slab_addr, &mut s.events);
         s.slabs[slab] = st;
     }
     s
@@ -291,18 +288,21 @@ pub(crate) fn read_list(
     // Only committed slots are memory (on demand, a claim the kernel
     // refused may leave the tail past them).
     let committed = (commit::committed(slab_addr, sc) >> sc).min(u32::MAX as usize) as u32;
-    let claimed = tail(slab_addr, sc).load(Ordering::Relaxed).min(committed);
+    let claimed = shared(slab_addr, sc)
+        .tail
+        .load(Ordering::Relaxed)
+        .min(committed);
     if claimed == 0 {
         return ListStats::default();
     }
-    let run = fresh_run(block, sc).load(Ordering::Relaxed);
+    let run = tables(block).fresh(sc).load(Ordering::Relaxed);
     let waiting = ((run >> 32) as u32).saturating_sub(run as u32);
-    let flh = crate::hot_path::flh(slab_addr, sc).load(Ordering::Relaxed);
+    let flh = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
     let region = layout::region_addr(slab_addr, sc);
     let head = if sc < LARGE_SC {
-        private_head(block, sc)
+        tables(block).head(private_index(sc))
     } else {
-        large_head(block, sc)
+        tables(block).large_head(sc)
     };
     let first = head.load(Ordering::Relaxed);
     let free_private = walk(region, sc, first, claimed, cut, trimmable.as_deref_mut());
@@ -350,4 +350,21 @@ fn walk(
         link = read_link(slot);
     }
     n
+}
+
+/// Releases the pages past the first of freed slots, largest size classes
+/// first, until at most `pad` bytes of what a trim could release are left
+/// ([`Snapshot::trimmable_bytes`]; all of it for 0). Returns the bytes
+/// released that were resident. Safe while other threads allocate and
+/// free: it never releases a page of a slot someone is handed meanwhile.
+pub fn trim(pad: usize) -> usize {
+    // The profile's slots kept by ended threads' records, and ours: onto
+    // the shared lists, where the trim reaches them.
+    features::before_trim();
+    let budget = if pad == 0 {
+        usize::MAX
+    } else {
+        snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize
+    };
+    crate::trim::release(budget)
 }

@@ -9,7 +9,7 @@ use std::vec::Vec;
 use crate::free_list::{self, LinkStore, Pop};
 use crate::grow::{SHRINK_MOVE_MIN_SC, grower_sc, moves_on_shrink, shrink_leaves_slot};
 use crate::layout::*;
-use crate::{Smalloc, private_list, reservation};
+use crate::{Smalloc, private_list};
 
 /// A base address with the required alignment, for pure arithmetic.
 const FAKE_BASE: usize = 5 << TOTAL_BITS;
@@ -57,44 +57,6 @@ fn layout_round_trips_for_every_size_class_and_slab() {
     for &link in links {
         let a = slot_of_link(region, link);
         assert!(a >= region && a < region + (1 << REGION_BITS), "{link:#x}");
-    }
-}
-
-#[test]
-fn metadata_lives_where_no_slot_is() {
-    let lowest_slot = region_offset(0, MIN_SC);
-    for slab in 0..NUM_SLABS {
-        let addr = slab_addr(FAKE_BASE, slab);
-        let mut lines = std::collections::HashSet::new();
-        for sc in MIN_SC..=MAX_SC {
-            let block = private_block(addr);
-            let cells = [
-                (flh_addr(addr, sc), 8),
-                (tail_addr(addr, sc), 4),
-                (private_head_addr(block, private_index(sc)), 4),
-                (region_entry_addr(block, private_index(sc)), 8),
-                (fresh_addr(block, private_index(sc)), 8),
-            ];
-            for (cell, size) in cells {
-                let off = cell - FAKE_BASE;
-                // Inside the size-class-0 region of its slab, aligned.
-                assert_eq!(off >> SLAB_SHIFT, slab);
-                assert!((off & ((1 << SLAB_SHIFT) - 1)) + size <= lowest_slot);
-                assert_eq!(cell % size, 0);
-            }
-            // One cache line per shared list, holding its flh and tail,
-            // and no private cell on a shared list's line.
-            assert_eq!(flh_addr(addr, sc) / 64, tail_addr(addr, sc) / 64);
-            assert!(lines.insert(flh_addr(addr, sc) / 64));
-            let i = private_index(sc);
-            assert!(private_head_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
-            assert!(region_entry_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
-            assert!(fresh_addr(block, i) / 4096 != flh_addr(addr, sc) / 4096);
-            // A slot's offset from the private block, in regions, is its
-            // size class minus one: the hot path of free relies on it.
-            let slot = slot_addr(FAKE_BASE, slab, sc, num_slots(sc) - 1);
-            assert_eq!((slot - block) >> SC_SHIFT, private_index(sc));
-        }
     }
 }
 
@@ -300,8 +262,8 @@ fn fresh_slab_yields_slots_in_order() {
     let l = Layout::from_size_align(48, 8).unwrap(); // size class 6
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let ps: Vec<usize> = (0..100).map(|_| unsafe { a.alloc(l) }.addr()).collect();
-    let base = reservation::base_raw();
-    assert!(reservation::is_ready(base));
+    let base = crate::geometry::base_raw();
+    assert!(crate::geometry::is_ready(base));
     let slab = slab_of(ps[0]);
     for (i, &p) in ps.iter().enumerate() {
         assert_eq!(p, slot_addr(base, slab, 6, i as u32), "allocation {i}");

@@ -15,33 +15,24 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::free_list;
-use crate::home_slab::occupancy;
-use crate::hot_path::{SlotLink, flh, follow_link, large_head, private_head};
-use crate::layout::{self, LARGE_SC};
-use crate::purge::RELEASE_SC;
-use crate::{hooks, ownership, stats, sys};
+use crate::features::links::{SlotLink, follow_link};
+use crate::home_slab::{self, is_owner};
+use crate::layout::{self, LARGE_SC, RELEASE_SC};
+use crate::metadata::{self, private_index, shared, tables};
+use crate::{free_list, geometry, occupancy, ownership, sys};
 
 /// Releases the pages past the first of freed slots, largest size classes
-/// first, until at most `pad` bytes of what a trim could release are left
-/// ([`stats::Snapshot::trimmable_bytes`]). Returns the bytes released that
-/// were resident. Safe while other threads allocate and free.
-pub fn trim(pad: usize) -> usize {
-    let Some(base) = hooks::reservation_base() else {
+/// first, until about `budget` bytes of them were resident. Returns the
+/// bytes released that were resident. Safe while other threads allocate and
+/// free.
+pub fn release(budget: usize) -> usize {
+    let Some(base) = geometry::base() else {
         return 0;
-    };
-    // The profile's slots kept by ended threads' records, and ours: onto
-    // the shared lists, where the trim reaches them.
-    #[cfg(feature = "profile")]
-    crate::profile::flush_idle();
-    let budget = if pad == 0 {
-        usize::MAX
-    } else {
-        stats::snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize
     };
     let page = sys::page_size();
     let first_sc = (2 * page).trailing_zeros();
-    let mine = hooks::owned_slab();
+    let owned = home_slab::owned();
+    let mine = is_owner(owned).then(|| layout::slab_of(home_slab::owned_slab(owned)));
     let used = occupancy::ever_used() | layout::RESERVED_SLABS;
     let mut released = 0;
     for sc in (first_sc..RELEASE_SC).rev() {
@@ -51,7 +42,7 @@ pub fn trim(pad: usize) -> usize {
             }
             let slab_addr = layout::slab_addr(base, slab);
             let region = layout::region_addr(slab_addr, sc);
-            let list = flh(slab_addr, sc);
+            let list = &shared(slab_addr, sc).flh;
             let mut link = free_list::take_all(list);
             while link != 0 {
                 let slot = layout::slot_of_link(region, link);
@@ -65,11 +56,11 @@ pub fn trim(pad: usize) -> usize {
             }
             let claimed = mine != Some(slab) && ownership::claim(slab);
             if mine == Some(slab) || claimed {
-                let block = layout::private_block(slab_addr);
+                let block = metadata::private_block(slab_addr);
                 let head = if sc < LARGE_SC {
-                    private_head(block, sc)
+                    tables(block).head(private_index(sc))
                 } else {
-                    large_head(block, sc)
+                    tables(block).large_head(sc)
                 };
                 // Relaxed: we own the slab (a claim's Acquire, or since we
                 // became its owner), so no one else writes these.

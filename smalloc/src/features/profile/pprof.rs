@@ -4,6 +4,7 @@
 //! decode a profile with the same definitions.
 #![allow(missing_docs)]
 
+use crate::features::std;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::string::{String, ToString};
@@ -12,6 +13,17 @@ use std::vec::Vec;
 use prost::Message;
 
 use super::output::{Profile, Symbols, allocator_cut};
+use super::sampler;
+
+impl Profile {
+    /// Writes the profile in pprof's format (gzipped protobuf, readable by
+    /// `go tool pprof` and speedscope) to `w`: sample types alloc_objects,
+    /// alloc_space, inuse_objects, inuse_space, as Go's heap profiles.
+    pub fn write_pprof(&self, w: impl io::Write) -> io::Result<()> {
+        let _inside = sampler::Inside::enter();
+        write(self, &mut Symbols::default(), w)
+    }
+}
 
 /// pprof's `Profile` message (the fields smalloc fills).
 #[derive(Clone, PartialEq, Message)]
@@ -246,7 +258,7 @@ pub(super) fn build(p: &Profile, names: &mut Symbols) -> PProfile {
             });
             ids.push(id);
         }
-        let v = |t: &super::Totals| [t.count.round() as i64, t.bytes.round() as i64];
+        let v = |t: &super::output::Totals| [t.count.round() as i64, t.bytes.round() as i64];
         let ([count, bytes], [live_count, live_bytes]) = (v(&s.allocated), v(&s.live));
         sample.push(Sample {
             location_id: ids,

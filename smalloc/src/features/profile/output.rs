@@ -1,9 +1,10 @@
 //! Profiles read back from the table and written out: folded stacks (the
 //! input of flame graph tools), a flame graph SVG (inferno) and pprof's
-//! gzipped protobuf ([`pprof`](super::pprof)). Runs with the std library,
+//! gzipped protobuf ([`Profile::write_pprof`], in [`pprof`](super::pprof)). Runs with the std library,
 //! inside the profiler's re-entrancy guard, so its own allocations are
 //! never sampled.
 
+use crate::features::std;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
@@ -198,14 +199,6 @@ impl Profile {
         };
         opts.count_name = "bytes".to_string();
         inferno::flamegraph::from_lines(&mut opts, folded.lines(), w).map_err(io::Error::other)
-    }
-
-    /// Writes the profile in pprof's format (gzipped protobuf, readable by
-    /// `go tool pprof` and speedscope) to `w`: sample types alloc_objects,
-    /// alloc_space, inuse_objects, inuse_space, as Go's heap profiles.
-    pub fn write_pprof(&self, w: impl io::Write) -> io::Result<()> {
-        let _inside = sampler::Inside::enter();
-        super::pprof::write(self, &mut Symbols::default(), w)
     }
 }
 

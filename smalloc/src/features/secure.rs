@@ -146,7 +146,7 @@ pub fn check_free(addr: usize, sc: u32) -> u64 {
     // Relaxed: a slot the caller is freeing is the caller's, or free (a
     // double free), in which case its words were written by a free that
     // this thread's program order or synchronization placed before.
-    let word = crate::hot_path::link_cell(addr).load(Ordering::Relaxed);
+    let word = crate::metadata::link_cell(addr).load(Ordering::Relaxed);
     let check = check_cell(addr).load(Ordering::Relaxed);
     let t = tag(addr);
     if open(t, word, check).is_some() {
@@ -171,7 +171,7 @@ pub fn filling() -> bool {
 pub fn fill(addr: usize, sc: u32) {
     // Relaxed: a setting.
     let fill = FILL.load(Ordering::Relaxed);
-    if fill == 0 || sc >= crate::purge::RELEASE_SC {
+    if fill == 0 || sc >= crate::layout::RELEASE_SC {
         return;
     }
     let byte = fill as u8;

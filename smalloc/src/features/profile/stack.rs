@@ -9,8 +9,8 @@ use core::ffi::c_void;
 use core::mem::MaybeUninit;
 
 use super::MAX_FRAMES;
-use crate::home_slab::profile_words::STACK_TOP;
-use crate::home_slab::{profile_word, set_profile_word};
+use crate::thread_words::profile::STACK_TOP;
+use crate::thread_words::{load as profile_word, store as set_profile_word};
 
 /// Room for a stack's return addresses, left unwritten until a walk fills
 /// it (zeroing it would cost a tenth of a sample).

@@ -116,30 +116,20 @@ mod on {
     use core::sync::atomic::{AtomicU64, Ordering};
 
     use super::{Counts, Event, NUM_EVENTS};
-    use crate::{home_slab, layout, sys};
-
-    /// The counter word at `addr`.
-    #[inline(always)]
-    fn word(addr: usize) -> &'static AtomicU64 {
-        // SAFETY: every caller passes an 8-byte-aligned address in a slab's
-        // size-class-0 or -1 region (which hold no slots: see layout's
-        // offsets), in the never-unmapped reservation; counter words are
-        // always accessed atomically.
-        unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
-    }
+    use crate::{layout, metadata, thread_words};
 
     /// The owner's count of allocations (`which` 0) or frees (1) of `sc` in
     /// the private block at `block`.
     #[inline(always)]
     fn owner_word(block: usize, sc: usize, which: usize) -> &'static AtomicU64 {
-        word(block + layout::OWNER_COUNTS_OFFSET + 16 * sc + 8 * which)
+        metadata::owner_count(block, sc, which)
     }
 
     /// The other threads' count of allocations (0) or frees (1) of `sc` in
     /// the slab at `slab_addr`.
     #[inline(always)]
     fn remote_word(slab_addr: usize, sc: u32, which: usize) -> &'static AtomicU64 {
-        word(layout::flh_addr(slab_addr, sc) + layout::REMOTE_COUNTS_OFFSET + 8 * which)
+        &metadata::shared(slab_addr, sc).remote_counts[which]
     }
 
     /// One more in a word only the calling thread writes.
@@ -159,8 +149,8 @@ mod on {
     pub fn cold(addr: usize, which: usize) {
         let sc = layout::sc_of(addr);
         let slab_addr = layout::slab_addr_of(addr);
-        let block = layout::private_block(slab_addr);
-        if home_slab::owned() == block {
+        let block = metadata::private_block(slab_addr);
+        if thread_words::load::<{ thread_words::OWNED }>() == block {
             bump(owner_word(block, sc as usize, which));
         } else {
             // Relaxed: a statistic; other threads count here too.
@@ -169,13 +159,13 @@ mod on {
     }
 
     pub fn event(e: Event, slab_addr: usize, n: u64) {
-        let addr = layout::slab_addr_of(slab_addr) + layout::EVENTS_OFFSET + 8 * e as usize;
+        let events = metadata::events(layout::slab_addr_of(slab_addr));
         // Relaxed: a statistic; any thread at the slab counts here.
-        word(addr).fetch_add(n, Ordering::Relaxed);
+        events[e as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn read(slab_addr: usize, sc: u32) -> Counts {
-        let block = layout::private_block(slab_addr);
+        let block = metadata::private_block(slab_addr);
         // Relaxed: a statistic.
         let get = |w: &AtomicU64| w.load(Ordering::Relaxed);
         let remote_allocs = get(remote_word(slab_addr, sc, 0));
@@ -189,9 +179,9 @@ mod on {
     }
 
     pub fn read_events(slab_addr: usize, into: &mut [u64; NUM_EVENTS]) {
-        for (i, n) in into.iter_mut().enumerate() {
+        for (n, e) in into.iter_mut().zip(metadata::events(slab_addr)) {
             // Relaxed: a statistic.
-            *n += word(slab_addr + layout::EVENTS_OFFSET + 8 * i).load(Ordering::Relaxed);
+            *n += e.load(Ordering::Relaxed);
         }
     }
 }
@@ -239,12 +229,12 @@ pub fn free(addr: usize) {
 /// Counts one `e` at the slab holding address `at`.
 #[inline(always)]
 pub fn count(e: Event, at: usize) {
-    add(e, at, 1);
+    count_n(e, at, 1);
 }
 
 /// Adds `n` to the count of `e` at the slab holding address `at`.
 #[inline(always)]
-pub fn add(e: Event, at: usize, n: u64) {
+pub fn count_n(e: Event, at: usize, n: u64) {
     #[cfg(feature = "counters")]
     on::event(e, at, n);
     #[cfg(not(feature = "counters"))]
@@ -288,8 +278,8 @@ pub fn events() -> Option<[u64; NUM_EVENTS]> {
         return None;
     }
     let mut e = [0; NUM_EVENTS];
-    if let Some(base) = crate::hooks::reservation_base() {
-        let used = crate::home_slab::occupancy::ever_used() | layout::RESERVED_SLABS;
+    if let Some(base) = crate::geometry::base() {
+        let used = crate::occupancy::ever_used() | layout::RESERVED_SLABS;
         for slab in (0..layout::NUM_SLABS).filter(|i| used & (1 << i) != 0) {
             read_events(layout::slab_addr(base, slab), &mut e);
         }

@@ -30,7 +30,8 @@ pub use stack::Unwind;
 pub use table::{BIG_SLOTS, MAP_SLOTS, MAX_FRAMES, STACKS};
 pub use thread::RECORDS;
 
-use crate::{cold_path, counters, hot_path};
+use super::Core;
+use crate::layout::Slot;
 
 /// The default mean sampling interval: 512 KiB, as jemalloc's and
 /// tcmalloc's.
@@ -103,28 +104,27 @@ pub(crate) fn due(bytes: usize) -> bool {
 /// one frame fewer for every sample's stack check.
 #[cold]
 #[inline(always)]
-pub(crate) fn sample_new(sc: u32, size: usize) -> Option<(*mut u8, bool)> {
+pub(crate) fn sample_new(sc: u32, size: usize, core: &Core) -> Option<Slot> {
     // Re-armed first, whatever follows: the count has wrapped.
     if !sampler::rearm(size) {
         return None;
     }
     let _inside = sampler::Inside::enter();
     let record = thread::mine();
-    let kept = record.and_then(|r| r.take_slot(sc)).map(|p| (p, false));
-    let Some(q) = kept.or_else(|| cold_path::profile_slot(sc)) else {
+    let kept = record.and_then(|r| r.take_slot(sc));
+    let kept = kept.map(|ptr| Slot { ptr, fresh: false });
+    let Some(q) = kept.or_else(|| (core.profile_slot)(sc)) else {
         table::lose();
         return None;
     };
-    counters::alloc(q.0);
-    #[cfg(feature = "secure")]
-    if !q.1 {
-        crate::secure::handed_out(q.0.addr());
+    if !q.fresh {
+        crate::features::links::handed_out(q.ptr.addr());
     }
     let added = stack_index(record)
-        .is_some_and(|i| table::add(q.0.addr(), size, weight(size), i, shard(record), now_ns()));
+        .is_some_and(|i| table::add(q.ptr.addr(), size, weight(size), i, shard(record), now_ns()));
     if !added {
         // SAFETY: `q` was handed to us just now and to nobody else.
-        unsafe { cold_path::dealloc(q.0) };
+        unsafe { (core.free)(q.ptr) };
         return None;
     }
     after_sample();
@@ -230,13 +230,14 @@ fn weight(size: usize) -> f64 {
 /// so the hot path carries as little code for it as can be.
 #[cold]
 #[inline(never)]
-pub(crate) fn sample_hot(p: *mut u8, size: usize) -> *mut u8 {
-    let Some(q) = sample_new(crate::layout::sc_of(p.addr()), size) else {
+pub(crate) fn sample_hot(p: *mut u8, size: usize, core: &Core) -> *mut u8 {
+    let Some(q) = sample_new(crate::layout::sc_of(p.addr()), size, core) else {
         return p;
     };
+    crate::features::counters::alloc(q.ptr);
     // SAFETY: `p` was handed to us by the hot path and to nobody else.
-    unsafe { hot_path::dealloc(p) };
-    q.0
+    unsafe { (core.free)(p) };
+    q.ptr
 }
 
 #[cfg(test)]

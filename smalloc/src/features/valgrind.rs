@@ -27,6 +27,7 @@
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::layout::{self, MIN_SC, NUM_SLABS};
+use crate::metadata;
 
 /// valgrind's request numbers (valgrind.h).
 const RUNNING_ON_VALGRIND: usize = 0x1001;
@@ -237,7 +238,7 @@ pub fn reserved(base: usize) {
         request(MAKE_MEM_DEFINED, slab_addr, METADATA, 0, 0, 0);
         request(
             MAKE_MEM_DEFINED,
-            layout::private_block(slab_addr),
+            metadata::private_block(slab_addr),
             METADATA,
             0,
             0,
@@ -246,13 +247,13 @@ pub fn reserved(base: usize) {
     }
 }
 
-/// The big block `m.block` of `size` bytes was mapped: the mapping is
-/// no-access but for the block, which the kernel zeroed, and the `below`
-/// bytes under it (a front end's header).
-pub fn big_mapped(m: crate::big::Mapped, size: usize, below: usize) {
-    no_access(m.start.addr(), m.len);
-    request(MAKE_MEM_DEFINED, m.block.addr() - below, below, 0, 0, 0);
-    request(MALLOCLIKE_BLOCK, m.block.addr(), size, 0, 1, 0);
+/// The big block at `block` of `size` bytes was mapped in `[start, start +
+/// len)`: the mapping is no-access but for the block, which the kernel
+/// zeroed, and the `below` bytes under it (a front end's header).
+pub fn big_mapped(start: usize, len: usize, block: usize, size: usize, below: usize) {
+    no_access(start, len);
+    request(MAKE_MEM_DEFINED, block - below, below, 0, 0, 0);
+    request(MALLOCLIKE_BLOCK, block, size, 0, 1, 0);
 }
 
 /// The big block at `p` is being unmapped.
@@ -286,5 +287,5 @@ pub fn resized_within(p: *mut u8, old_size: Option<usize>, new_size: usize, room
 /// Bytes from a slab's address, and from its private block, that hold its
 /// metadata.
 const METADATA: usize = 1 << 20;
-const _: () = assert!(layout::EVENTS_OFFSET + 8 * 64 <= METADATA);
-const _: () = assert!(layout::OWNER_COUNTS_OFFSET + 16 * layout::NUM_SCS <= METADATA);
+const _: () = assert!(metadata::METADATA[0].1 <= METADATA);
+const _: () = assert!(metadata::METADATA[1].1 - metadata::PRIVATE_OFFSET <= METADATA);

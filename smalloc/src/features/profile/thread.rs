@@ -28,11 +28,12 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 use super::stack::Walks;
-use crate::home_slab::profile_words::RECORD;
-use crate::home_slab::{self, profile_word, set_profile_word};
-use crate::hot_path::{SlotLink, flh};
+use crate::features::links::SlotLink;
 use crate::layout::{self, NUM_SCS, PROFILE_SLAB};
-use crate::{free_list, reservation, sys};
+use crate::metadata::shared;
+use crate::thread_words::profile::RECORD;
+use crate::thread_words::{self, load as profile_word, store as set_profile_word};
+use crate::{free_list, geometry, sys};
 
 /// Records: threads that sample at once with a record each.
 pub const RECORDS: usize = 1024;
@@ -67,7 +68,7 @@ unsafe impl Sync for Record {}
 /// The records' mapping (0 until the first start).
 static RECORDS_AT: AtomicUsize = AtomicUsize::new(0);
 /// The pthread key whose destructor gives a record back (see
-/// `home_slab::key_once`).
+/// `thread_words::key_once`).
 static KEY: AtomicUsize = AtomicUsize::new(0);
 /// Whether the fork child handler is registered.
 static FORK: AtomicBool = AtomicBool::new(false);
@@ -140,7 +141,7 @@ fn take() -> Option<&'static Record> {
     unsafe { (*r.walks.get()).handed_to_this_thread() };
     let addr = core::ptr::from_ref(r).addr();
     set_profile_word::<RECORD>(addr);
-    if let Some(key) = home_slab::key_once(&KEY, Some(at_exit)) {
+    if let Some(key) = thread_words::key_once(&KEY, Some(at_exit)) {
         // SAFETY: a valid key; the value is the record's address, read back
         // only by `at_exit`.
         unsafe { libc::pthread_setspecific(key, sys::ptr_at::<libc::c_void>(addr)) };
@@ -238,7 +239,7 @@ impl Record {
                 // its link cell is its first four bytes.
                 unsafe {
                     free_list::push(
-                        flh(layout::slab_addr_of(addr), sc),
+                        &shared(layout::slab_addr_of(addr), sc).flh,
                         &SlotLink::of(addr),
                         layout::link_of(addr),
                     )
@@ -253,7 +254,7 @@ impl Record {
 /// back on free, and none in the secure mode (whose checks are made on the
 /// shared list).
 fn room(sc: u32) -> usize {
-    if cfg!(feature = "secure") || sc >= crate::purge::RELEASE_SC {
+    if cfg!(feature = "secure") || sc >= crate::layout::RELEASE_SC {
         return 0;
     }
     (CACHED_BYTES >> sc).clamp(1, CACHED)
@@ -261,7 +262,7 @@ fn room(sc: u32) -> usize {
 
 /// The region of size class `sc` of the profile's slab.
 fn region(sc: u32) -> usize {
-    let base = reservation::base_raw();
+    let base = geometry::base_raw();
     layout::region_addr(layout::slab_addr(base, PROFILE_SLAB), sc)
 }
 

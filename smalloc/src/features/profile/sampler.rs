@@ -7,8 +7,10 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::home_slab::profile_words::{FLAGS, LEFT, RNG};
-use crate::home_slab::{profile_word, set_profile_word, sub_profile_word};
+use crate::thread_words::profile::{FLAGS, LEFT, RNG};
+use crate::thread_words::{
+    load as profile_word, store as set_profile_word, sub as sub_profile_word,
+};
 
 /// In [`FLAGS`]: the thread is inside the profiler (a sample being taken, a
 /// profile being written); its allocations are not sampled.
