@@ -700,3 +700,52 @@ pub unsafe fn dealloc(p: *mut u8) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use core::alloc::{GlobalAlloc, Layout};
+    use std::vec::Vec;
+
+    use crate::Smalloc;
+    use crate::layout::{MIN_SC, sc_of, slab_of, slot_addr};
+
+    #[test]
+    fn fresh_slab_yields_slots_in_order() {
+        let a = Smalloc::new();
+        let l = Layout::from_size_align(48, 8).unwrap(); // size class 6
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+        let ps: Vec<usize> = (0..100).map(|_| unsafe { a.alloc(l) }.addr()).collect();
+        let base = crate::geometry::base_raw();
+        assert!(crate::geometry::is_ready(base));
+        let slab = slab_of(ps[0]);
+        for (i, &p) in ps.iter().enumerate() {
+            assert_eq!(p, slot_addr(base, slab, 6, i as u32), "allocation {i}");
+        }
+        // Freed slots come back last-in first-out.
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+        unsafe {
+            a.dealloc(ps[10] as *mut u8, l);
+            a.dealloc(ps[20] as *mut u8, l);
+        }
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+        assert_eq!(unsafe { a.alloc(l) }.addr(), ps[20]);
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+        assert_eq!(unsafe { a.alloc(l) }.addr(), ps[10]);
+        // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
+        assert_eq!(unsafe { a.alloc(l) }.addr(), slot_addr(base, slab, 6, 100));
+    }
+
+    #[test]
+    fn the_smallest_slots_pack_tightly() {
+        // 4- and 8-byte slots, or 16 bytes for both in the secure mode (a link
+        // and its check).
+        let a = Smalloc::new();
+        for (size, sc) in [(1, MIN_SC), (8, MIN_SC.max(3))] {
+            let l = Layout::from_size_align(size, size).unwrap();
+            // SAFETY: a non-zero layout; the blocks stay live.
+            let (p, q) = unsafe { (a.alloc(l).addr(), a.alloc(l).addr()) };
+            assert_eq!(sc_of(p), sc);
+            assert_eq!(q.abs_diff(p), 1 << sc);
+        }
+    }
+}

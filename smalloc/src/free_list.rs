@@ -241,3 +241,162 @@ pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C,
         }
     }
 }
+
+/// Link cells in memory of the test's own, for the lists' unit tests.
+#[cfg(test)]
+pub(crate) mod array_links {
+    use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    use std::vec::Vec;
+
+    use super::LinkStore;
+
+    /// Link cells in an array (link `k` is element `k - 1`), for free-list
+    /// tests without the reservation.
+    pub struct ArrayLinks(Vec<AtomicU32>);
+
+    impl ArrayLinks {
+        pub fn new(n: usize) -> Self {
+            ArrayLinks((0..n).map(|_| AtomicU32::new(0)).collect())
+        }
+
+        pub fn cell(&self, link: u32) -> &AtomicU32 {
+            &self.0[link as usize - 1]
+        }
+
+        /// Pushes links `links` (in order) onto the shared list.
+        pub fn push_all(&self, flh: &AtomicU64, links: &[u32]) {
+            for &l in links {
+                // SAFETY: the test owns every slot it pushes.
+                unsafe { super::push(flh, self.cell(l), l) };
+            }
+        }
+    }
+
+    impl LinkStore for ArrayLinks {
+        unsafe fn load_link(&self, link: u32) -> u32 {
+            self.cell(link).load(Ordering::Relaxed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    use std::vec::Vec;
+
+    use super::array_links::ArrayLinks;
+    use super::*;
+    use crate::{free_list, private_list};
+
+    #[test]
+    fn zero_word_is_an_empty_list() {
+        let flh = AtomicU64::new(0);
+        let links = ArrayLinks::new(4);
+        assert_eq!(free_list::pop(&flh, &links), Pop::Empty);
+        assert_eq!(free_list::take_all(&flh), 0);
+        let head = AtomicU32::new(0);
+        // SAFETY: the test owns the list.
+        assert_eq!(unsafe { private_list::pop(&head, &links) }, None);
+    }
+
+    #[test]
+    fn shared_push_then_pop_is_lifo_and_counts_pushes() {
+        let flh = AtomicU64::new(0);
+        let links = ArrayLinks::new(4);
+        links.push_all(&flh, &[1, 2, 3]);
+        assert_eq!(flh.load(Ordering::Relaxed) >> 32, 3, "three pushes");
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(3));
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
+        links.push_all(&flh, &[4]);
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(4));
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(1));
+        assert_eq!(free_list::pop(&flh, &links), Pop::Empty);
+        assert_eq!(
+            flh.load(Ordering::Relaxed) >> 32,
+            4,
+            "pops keep the counter"
+        );
+    }
+
+    #[test]
+    fn take_all_hands_over_the_chain_and_keeps_the_counter() {
+        let flh = AtomicU64::new(0);
+        let links = ArrayLinks::new(4);
+        links.push_all(&flh, &[1, 2, 3]);
+        let stale = flh.load(Ordering::Relaxed);
+        let first = free_list::take_all(&flh);
+        assert_eq!(first, 3);
+        assert_eq!(flh.load(Ordering::Relaxed), 3 << 32, "empty, counter kept");
+        // The chain becomes a private list as it is.
+        let head = AtomicU32::new(first);
+        // SAFETY: the test owns the list.
+        let order: Vec<u32> =
+            std::iter::from_fn(|| unsafe { private_list::pop(&head, &links) }).collect();
+        assert_eq!(order, [3, 2, 1]);
+        // A pop that read the list before it was taken cannot succeed, even
+        // with its head pushed back.
+        links.push_all(&flh, &[3]);
+        assert_eq!(flh.load(Ordering::Relaxed) as u32, stale as u32);
+        assert!(
+            flh.compare_exchange(
+                stale,
+                stale & !0xffff_ffff | 2,
+                Ordering::Acquire,
+                Ordering::Relaxed
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn stale_head_after_aba_fails_its_cas() {
+        // Replay the ABA sequence by hand: a popper reads head A (next B), then
+        // others pop A, pop B and push A back. The stale popper's CAS must fail.
+        let flh = AtomicU64::new(0);
+        let links = ArrayLinks::new(8);
+        links.push_all(&flh, &[3, 2, 1]);
+        let stale = flh.load(Ordering::Acquire);
+        assert_eq!(stale as u32, 1);
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(1));
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
+        links.push_all(&flh, &[1]);
+        let now = flh.load(Ordering::Relaxed);
+        assert_eq!(now as u32, 1, "slot 1 is the head again");
+        assert_eq!(now >> 32, 4, "but the push counter moved");
+        let stale_new = stale & !0xffff_ffff | 2;
+        assert!(
+            flh.compare_exchange(stale, stale_new, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn collisions_are_told_apart_by_the_push_counter() {
+        let flh = AtomicU64::new(0);
+        let links = ArrayLinks::new(8);
+        links.push_all(&flh, &[1, 2]);
+        // A pop collided with another thread's pop: the counter did not move.
+        let before = flh.load(Ordering::Relaxed);
+        assert_eq!(free_list::pop(&flh, &links), Pop::Slot(2));
+        let popped = Pop::Collision {
+            expected: before,
+            observed: flh.load(Ordering::Relaxed),
+        };
+        assert!(
+            !popped.is_push_collision(),
+            "a pop is contention: fail over"
+        );
+        // A pop collided with a free into this list: the counter moved.
+        let before = flh.load(Ordering::Relaxed);
+        links.push_all(&flh, &[2]);
+        let pushed = Pop::Collision {
+            expected: before,
+            observed: flh.load(Ordering::Relaxed),
+        };
+        assert!(
+            pushed.is_push_collision(),
+            "a free is no contention: stay home"
+        );
+        assert!(!Pop::Empty.is_push_collision());
+    }
+}

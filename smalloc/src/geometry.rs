@@ -129,8 +129,8 @@ pub const ON_DEMAND_MAX_SC: u32 = if MAX_SC < 25 { MAX_SC } else { 25 };
 static LARGEST_SC: AtomicU32 = AtomicU32::new(MAX_SC);
 
 /// The largest size class that new blocks are given slots of: [`MAX_SC`],
-/// or [`ON_DEMAND_MAX_SC`] on demand. A policy only: whether a block is a
-/// slot is told by its address ([`crate::hot_path::contains`]).
+/// or 25 (32 MiB) on demand. A policy only: whether a block is a slot is
+/// told by its address (`raw::owns`).
 #[inline]
 pub fn largest_sc() -> u32 {
     // Relaxed: a policy; set before the base is published, and any value

@@ -192,6 +192,7 @@ pub unsafe fn realloc_slot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::MIN_SC;
     use crate::layout::size_class;
 
     #[test]
@@ -246,5 +247,54 @@ mod tests {
         ] {
             assert!(!c_keeps_doubling_block(slot, n), "{slot} {n}");
         }
+    }
+
+    #[test]
+    fn growers() {
+        let want: &[(u32, u32)] = &[
+            (2, 6),
+            (6, 6),
+            (7, 7),
+            (8, 12),
+            (12, 12),
+            (13, 14),
+            (15, 16),
+            (17, 18),
+            (19, 21),
+            (21, 21),
+            (22, 22),
+            (31, 31),
+        ];
+        // Under Miri's small geometry the growers above MAX_SC do not exist.
+        for &(sc, g) in want.iter().filter(|&&(_, g)| g <= MAX_SC) {
+            assert_eq!(grower_sc(sc), g, "sc {sc}");
+        }
+    }
+
+    #[test]
+    fn the_shrink_rule_agrees_in_bytes_and_in_size_classes() {
+        // The C realloc asks `shrink_leaves_slot` in bytes; core realloc asks
+        // `moves_on_shrink` in size classes. They must agree for every slot and
+        // every smaller size around the powers of two.
+        let mut moving = 0;
+        for cur_sc in MIN_SC..=MAX_SC {
+            let slot = 1usize << cur_sc;
+            for k in 0..=cur_sc {
+                for size in [(1usize << k) - 1, 1 << k, (1 << k) + 1] {
+                    if size == 0 || size > slot {
+                        continue;
+                    }
+                    let bytes = shrink_leaves_slot(slot, size);
+                    let classes = moves_on_shrink(cur_sc, size_class(size, 16));
+                    assert_eq!(bytes, classes, "slot 2^{cur_sc}, size {size}");
+                    moving += usize::from(bytes);
+                }
+            }
+        }
+        // Miri's small geometry has no slot of 1 MiB: nothing moves there.
+        assert_eq!(moving > 0, MAX_SC >= SHRINK_MOVE_MIN_SC);
+        assert!(!shrink_leaves_slot(1 << 19, 1));
+        assert!(shrink_leaves_slot(1 << 20, 1 << 17));
+        assert!(!shrink_leaves_slot(1 << 20, (1 << 17) + 1));
     }
 }

@@ -15,7 +15,7 @@
 //! * A slot of size class `sc` is `2^sc` bytes and `2^sc`-aligned.
 //! * The regions of size classes 0 and 1 in each slab hold no slots (no
 //!   size class below [`MIN_SC`] exists); they hold the slab's metadata
-//!   instead ([`metadata`](crate::metadata)).
+//!   instead (`metadata.rs`).
 //! * Free lists link slots by *link*: a slot's offset in its region in
 //!   4-byte units, plus one ([`link_of`]); 0 ends a list.
 //!
@@ -87,8 +87,9 @@ pub const TOTAL_SIZE: usize = 1 << TOTAL_BITS;
 /// Largest slot size in bytes.
 pub const MAX_SLOT_SIZE: usize = 1 << MAX_SC;
 
-/// Slot numbers of any size class fit in this many bits, so that a slot
-/// number, the "used" flag and the end-of-list value all fit in a `u32` link.
+/// Slot numbers of any size class fit in this many bits, so that a link
+/// (a slot's offset in 4-byte units, plus one, 0 ending a list) fits in a
+/// `u32`: the smallest slots (4 bytes) use the first 4 GiB of a region.
 pub const MAX_SLOT_NUM_BITS: u32 = 30;
 
 /// Smallest size class of the *large* slots (64 KiB and more), which take
@@ -262,4 +263,143 @@ impl Slot {
         ptr: core::ptr::null_mut(),
         fresh: false,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// A base address with the required alignment, for pure arithmetic.
+    const FAKE_BASE: usize = 5 << TOTAL_BITS;
+
+    #[test]
+    fn layout_round_trips_for_every_size_class_and_slab() {
+        for sc in MIN_SC..=MAX_SC {
+            let n = num_slots(sc);
+            for slab in 0..NUM_SLABS {
+                let region = region_addr(slab_addr(FAKE_BASE, slab), sc);
+                assert_eq!(region, FAKE_BASE + region_offset(slab, sc));
+                for slot in [0, 1, n / 2, n - 2, n - 1] {
+                    let a = slot_addr(FAKE_BASE, slab, sc, slot);
+                    assert_eq!(base_of(a), FAKE_BASE);
+                    assert_eq!(sc_of(a), sc, "sc {sc} slab {slab} slot {slot}");
+                    assert_eq!(slab_of(a), slab);
+                    assert_eq!(slot_of(a, sc), slot);
+                    assert_eq!(a % (1 << sc), 0, "slot not naturally aligned");
+                    assert_eq!(slab_addr_of(a), slab_addr(FAKE_BASE, slab));
+                    // The link names the slot, and is never the end marker.
+                    let link = link_of(a);
+                    assert_ne!(link, 0);
+                    assert_eq!(link, link_of_slot(sc, slot));
+                    assert_eq!(slot_of_link(region, link), a, "sc {sc} slot {slot}");
+                    // The last byte of the slot maps to the same slot.
+                    let last = a + (1 << sc) - 1;
+                    assert_eq!(
+                        (sc_of(last), slab_of(last), slot_of(last, sc)),
+                        (sc, slab, slot)
+                    );
+                }
+                // The whole region stays inside its (slab, sc) field.
+                let end = slot_addr(FAKE_BASE, slab, sc, n - 1) + (1 << sc);
+                assert!(end <= FAKE_BASE + region_offset(slab, sc) + (1 << REGION_BITS));
+            }
+        }
+        // With the full geometry, any link at all decodes to an address inside
+        // its region.
+        let region = region_addr(slab_addr(FAKE_BASE, 3), 9);
+        let links: &[u32] = if REGION_BITS == 34 {
+            &[1, 2, 0x1234_5677, u32::MAX]
+        } else {
+            &[1, 2]
+        };
+        for &link in links {
+            let a = slot_of_link(region, link);
+            assert!(a >= region && a < region + (1 << REGION_BITS), "{link:#x}");
+        }
+    }
+
+    #[test]
+    fn size_class_of_sizes_and_alignments() {
+        let cases: &[(usize, usize, u32)] = &[
+            (1, 1, 2),
+            (4, 4, 2),
+            (5, 1, 3),
+            (8, 8, 3),
+            (9, 1, 4),
+            (16, 16, 4),
+            (17, 1, 5),
+            (1, 16, 4),
+            (1, 4096, 12),
+            (4097, 4096, 13),
+            (100, 1 << 20, 20),
+            (1 << 31, 1, 31),
+            ((1 << 31) + 1, 1, 32),
+            (1, 1 << 31, 31),
+            (1, 1 << 32, 32),
+            (usize::MAX / 2, 1, 63),
+        ];
+        for &(size, align, sc) in cases {
+            // (The secure mode's slots start at 16 bytes.)
+            assert_eq!(
+                size_class(size, align),
+                sc.max(MIN_SC),
+                "size {size} align {align}"
+            );
+        }
+    }
+
+    #[test]
+    #[cfg(not(any(miri, smalloc_tsan)))]
+    fn slot_counts() {
+        assert_eq!(num_slots(MIN_SC), 1 << 30);
+        assert_eq!(num_slots(4), 1 << 30);
+        assert_eq!(num_slots(5), 1 << 29);
+        assert_eq!(num_slots(31), 8);
+        assert_eq!(TOTAL_SIZE, 1 << 43);
+    }
+
+    #[test]
+    #[cfg(miri)]
+    fn slot_counts() {
+        // The small geometry Miri runs with (see layout.rs).
+        assert_eq!(num_slots(2), 1 << 16);
+        assert_eq!(num_slots(15), 8);
+        assert_eq!(TOTAL_SIZE, 1 << 27);
+    }
+
+    #[test]
+    fn the_large_slot_tests_agree_with_size_class() {
+        // needs_large (the front ends' one-test dispatch) must say exactly
+        // "size class >= LARGE_SC": an off-by-one sends 2^(LARGE_SC) - byte
+        // requests down the hot path, which never handles large slots.
+        let mut sizes: Vec<usize> = (1..=600).collect();
+        for k in 2..40 {
+            let p = 1usize << k;
+            sizes.extend([p - 1, p, p + 1]);
+        }
+        for &size in &sizes {
+            for a in 0..20 {
+                let align = 1usize << a;
+                let sc = size_class(size, align);
+                assert_eq!(
+                    needs_large(size, align),
+                    sc >= LARGE_SC,
+                    "size {size} align {align} (class {sc})"
+                );
+            }
+        }
+        assert!(needs_large(0, 1), "size 0 takes the slow path");
+        // is_large (free's one-bit test) agrees with the size class of every
+        // slot address.
+        for sc in MIN_SC..=MAX_SC {
+            for slab in [0, NUM_SLABS - 1] {
+                let last = num_slots(sc) - 1;
+                for slot in [0, last] {
+                    let addr = slot_addr(1 << TOTAL_BITS, slab, sc, slot);
+                    assert_eq!(is_large(addr), sc >= LARGE_SC, "class {sc}");
+                }
+            }
+        }
+    }
 }

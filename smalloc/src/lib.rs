@@ -1,26 +1,4 @@
-//! # smalloc
-//!
-//! A simple, fast, lock-free memory allocator. One huge virtual-memory
-//! reservation, made lazily on the first allocation, holds every slot; a
-//! slot's address encodes its slab, size class and slot number, so freeing
-//! needs only the pointer. A thread that owns its slab allocates and frees
-//! that slab's small slots on private lists with plain loads and stores;
-//! every other free goes to the (slab, size class)'s shared list, whose head
-//! (the flh) is a single 64-bit word updated by compare-and-swap.
-//!
-//! ```no_run
-//! use smalloc::Smalloc;
-//!
-//! #[global_allocator]
-//! static ALLOC: Smalloc = Smalloc::new();
-//!
-//! fn main() {
-//!     let v: Vec<u64> = (0..1000).collect();
-//!     assert_eq!(v.iter().sum::<u64>(), 499_500);
-//! }
-//! ```
-//!
-//! See docs/design.md for the bit layout and the algorithms.
+#![doc = include_str!("../README.md")]
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -187,6 +165,3 @@ fn alloc_cold(size: usize, align: usize) -> *mut u8 {
         big::alloc(size, align)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -80,3 +80,27 @@ pub unsafe fn push<H: HeadCell + ?Sized, C: LinkCell + ?Sized>(head: &H, cell: &
     core::sync::atomic::compiler_fence(Ordering::Release);
     head.set(link);
 }
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use std::vec::Vec;
+
+    use crate::free_list::array_links::ArrayLinks;
+    use crate::private_list;
+
+    #[test]
+    fn private_push_then_pop_is_lifo() {
+        let head = AtomicU32::new(0);
+        let links = ArrayLinks::new(4);
+        for l in [2, 4, 1] {
+            // SAFETY: the test owns the list and the slots.
+            unsafe { private_list::push(&head, links.cell(l), l) };
+        }
+        // SAFETY: the test owns the list.
+        let order: Vec<u32> =
+            std::iter::from_fn(|| unsafe { private_list::pop(&head, &links) }).collect();
+        assert_eq!(order, [1, 4, 2]);
+        assert_eq!(head.load(Ordering::Relaxed), 0);
+    }
+}

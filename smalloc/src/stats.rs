@@ -118,7 +118,7 @@ pub struct Snapshot {
     /// Whether the event counters are compiled in (the `counters` feature):
     /// then `counts` and `events` hold them.
     pub counters: bool,
-    /// Cold-path events, in [`counters::Event`] order.
+    /// Cold-path events, in [`Event`](crate::counters::Event) order.
     pub events: [u64; NUM_EVENTS],
 }
 

@@ -286,3 +286,33 @@ pub fn events() -> Option<[u64; NUM_EVENTS]> {
     }
     Some(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use core::alloc::{GlobalAlloc, Layout};
+
+    use crate::Smalloc;
+
+    #[test]
+    fn counters_count_cold_path_events_only_with_their_feature() {
+        use crate::counters::{Event, events};
+        let l = Layout::from_size_align(48, 8).unwrap();
+        let before = events();
+        // A new thread's first allocation is a cold-path event.
+        std::thread::spawn(move || {
+            // SAFETY: a non-zero layout; the block is freed at once.
+            unsafe { Smalloc.dealloc(Smalloc.alloc(l), l) }
+        })
+        .join()
+        .unwrap();
+        let after = events();
+        if cfg!(feature = "counters") {
+            let (before, after) = (before.unwrap(), after.unwrap());
+            let first = Event::FirstAlloc as usize;
+            assert!(after[first] > before[first], "{before:?} -> {after:?}");
+            assert_eq!(crate::stats::snapshot().events, after);
+        } else {
+            assert_eq!((before, after), (None, None));
+        }
+    }
+}

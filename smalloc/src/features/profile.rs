@@ -3,15 +3,15 @@
 //! cost. See docs/profiling.md.
 //!
 //! Each thread counts down the bytes it asks for; the allocation that takes
-//! the count below zero is sampled ([`sampler`]), and the next count is
+//! the count below zero is sampled (`sampler`), and the next count is
 //! drawn from an exponential distribution with the mean given to [`start`]
-//! ([`exponential`]). A sampled allocation is served from
+//! (`exponential`). A sampled allocation is served from
 //! [`PROFILE_SLAB`](crate::layout::PROFILE_SLAB), where no other allocation
 //! comes from, so its free is known by the slot's address, on the cold path
-//! of free that every free of that slab takes; its stack ([`stack`]) and
-//! clock go to a fixed table outside the heap ([`table`]); each sampling
+//! of free that every free of that slab takes; its stack (`stack`) and
+//! clock go to a fixed table outside the heap (`table`); each sampling
 //! thread keeps a few free slots of that slab and its recent stacks in a
-//! record ([`thread`]). Nothing is symbolized until a profile is written
+//! record (`thread`). Nothing is symbolized until a profile is written
 //! ([`Profile`]).
 
 mod approx;
