@@ -4,17 +4,19 @@
 # patterns, simd-json's parse of the corpus, the LD_PRELOAD programs),
 # paired by tango-bench (benches/tango: both builds run side by side in
 # child processes, sample for sample). Builds each side's tango binary and
-# libsmalloc.so, runs `B compare A` RUNS times, and prints per benchmark the
-# median over runs of A's and B's time per iteration, the median ratio B/A
-# (1 + tango's change; above 1.00: B slower) and the quartiles of the
-# per-run ratios, then their geometric mean.
+# libsmalloc.so, runs `B compare A` RUNS times, and prints (bench/ab_report.py,
+# from tango's CSV dumps of every sample) per benchmark the median over runs
+# of A's and B's time per iteration, the median ratio B/A (per run: the mean
+# of B's samples over the mean of A's = 1 + tango's change; above 1.00: B
+# slower) and the quartiles of the per-run ratios, then their geometric mean.
 #
 #   bash bench/ab.sh REV [RUNS] [tango compare options, e.g. -t 1 -f 'rows/*']
 #
 # Default RUNS 5 and `-t 0.5` (seconds per benchmark per run). REV needs the
 # benchmarks too (tango pairs them by name; older commits have fewer).
 # Environment: OUT (default target/ab) holds the worktree, the builds and the
-# raw outputs (remove the worktree with `git worktree remove` when done).
+# raw outputs: STAMP-PAIR-RUN/ tango's CSV dumps, STAMP-PAIR-RUN.txt its text
+# (remove the worktree with `git worktree remove` when done).
 # CONTROL=1 also runs A against itself each round (A'/A: how far this
 # machine's noise alone moves each benchmark). A_FEATURES / B_FEATURES are
 # cargo options for one side's tango build, e.g. A_FEATURES="--features
@@ -71,11 +73,16 @@ case " $* " in *" -t "* | *" -s "* | *" --time"* | *" --samples"*) ;; *) opts+=(
 pairs="b:a"
 [ "${CONTROL:-0}" = 1 ] && pairs="b:a a:a"
 stamp="$(date +%Y%m%d-%H%M%S)"
+# The report reads tango's CSV dumps (one directory per run and pair, a file
+# per benchmark, named after it with / as -); this list gives back the names.
+"$out/b/tango" list >"$out/$stamp-names.txt"
 for ((i = 1; i <= runs; i++)); do
     for pair in $pairs; do
-        # tango exits 1 when the candidate is significantly slower somewhere.
+        run="$out/$stamp-${pair/:/}-$i"
+        # tango exits 1 when the candidate is significantly slower somewhere;
+        # its text output is kept for people.
         "$out/${pair%:*}/tango" --color never compare "$out/${pair#*:}/tango" --seed "$i" \
-            "${opts[@]}" >"$out/$stamp-${pair/:/}-$i.txt" 2>&1 || true
+            --dump "$run" "${opts[@]}" >"$run.txt" 2>&1 || true
     done
     echo "run $i/$runs done" >&2
 done

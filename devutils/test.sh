@@ -17,10 +17,13 @@ echo "== tests (cargo nextest: each test in its own process)"
 cargo nextest run --workspace --no-fail-fast "$@"
 
 echo "== the A/B benchmarks (bench/ab.sh's tango target): one of each kind, against itself"
-mkdir -p target/ab-smoke
+rm -rf target/ab-smoke && mkdir -p target/ab-smoke
 # Exit status 1 only means tango saw a significant difference (noise here).
+# The report reads the dumps (--dump, one CSV per benchmark; an absolute path:
+# cargo bench runs the binary in bench/).
 cargo bench -q -p bench --no-default-features --bench tango -- --color never compare -s 2 \
     -f '{rows/tiny@1,json/log/serde_json,preload/cache-thrash@2,burst/1-64B}' \
+    --dump "$PWD/target/ab-smoke/smoke-ba-1" \
     >target/ab-smoke/smoke-ba-1.txt 2>target/ab-smoke/stderr.txt || true
 python3 bench/ab_report.py target/ab-smoke smoke 1 self b:a | tee target/ab-smoke/report.txt
 grep -q "geometric mean B/A over 4 benchmarks" target/ab-smoke/report.txt ||

@@ -71,6 +71,13 @@ impl Batch {
     }
 }
 
+/// The order of round `round` of an interleaved run over `n` contestants
+/// (allocators, builds): each round starts one further along (A B C ..,
+/// B C .. A, ..), so slow drifts of the machine hit everyone alike.
+pub fn rotation(round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (round + k) % n)
+}
+
 /// Runs `f(thread_index, gate)` on `threads` fresh threads and times the
 /// region between `gate.start()` and the last `gate.stop()`.
 pub fn run<A, F>(a: &'static A, threads: usize, f: F) -> Batch

@@ -1,33 +1,12 @@
 //! `--isolate`: each allocator's pass in a child process (this program
 //! again, with `--only NAME --format raw`), so that peak RSS, page faults
-//! and CPU time, read with `wait4`, belong to one allocator.
-
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+//! and CPU time, read with `wait4` ([`bench::process`]), belong to one
+//! allocator.
 
 use crate::cli::Config;
 use crate::measure::{Cell, Row, RowSpec};
+use crate::process::{self, Usage};
 use crate::workloads;
-
-/// Resource use of one allocator's child process.
-#[derive(Clone, Debug, Default)]
-pub struct Usage {
-    /// Allocator name.
-    pub alloc: String,
-    /// Peak resident set size, KiB (`ru_maxrss`).
-    pub max_rss_kib: u64,
-    /// Minor page faults.
-    pub minflt: u64,
-    /// Major page faults.
-    pub majflt: u64,
-    /// User CPU seconds.
-    pub user_s: f64,
-    /// System CPU seconds.
-    pub sys_s: f64,
-    /// Wall seconds.
-    pub wall_s: f64,
-}
 
 /// The arguments that make a child repeat `c`'s run for `alloc` alone.
 fn child_args(c: &Config, alloc: &str) -> Vec<String> {
@@ -99,39 +78,7 @@ fn parse_raw(line: &str) -> Option<(RowSpec, Cell)> {
 /// Runs one child for `alloc`; returns its rows and its resource use.
 fn run_child(c: &Config, alloc: &str) -> Result<(Vec<(RowSpec, Cell)>, Usage), String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let t0 = Instant::now();
-    let mut child = Command::new(exe)
-        .args(child_args(c, alloc))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("spawning the {alloc} child: {e}"))?;
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_string(&mut out)
-        .map_err(|e| format!("reading the {alloc} child: {e}"))?;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value to be overwritten.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `child` is our unreaped child; both out-pointers are valid.
-    let r = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
-    let wall_s = t0.elapsed().as_secs_f64();
-    if r < 0 || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        return Err(format!("the {alloc} child failed (wait status {status})"));
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let usage = Usage {
-        alloc: alloc.to_string(),
-        max_rss_kib: ru.ru_maxrss as u64,
-        minflt: ru.ru_minflt as u64,
-        majflt: ru.ru_majflt as u64,
-        user_s: secs(ru.ru_utime),
-        sys_s: secs(ru.ru_stime),
-        wall_s,
-    };
+    let (out, usage) = process::run(alloc, &exe, &child_args(c, alloc))?;
     Ok((out.lines().filter_map(parse_raw).collect(), usage))
 }
 

@@ -9,7 +9,7 @@ mod isolate;
 mod measure;
 mod report;
 
-use bench::{allocators, harness, workloads};
+use bench::{allocators, harness, process, workloads};
 
 use std::process::ExitCode;
 

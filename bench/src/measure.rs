@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::allocators::{self, BenchAlloc, WithAlloc};
 use crate::cli::Config;
-use crate::harness::Batch;
+use crate::harness::{self, Batch};
 use crate::workloads::{self, Params, Workload};
 
 /// One row: a workload at a thread count.
@@ -103,7 +103,9 @@ pub fn batch(c: &Config, spec: &RowSpec, alloc: &str, index: usize) -> Batch {
     let p = Params {
         threads: spec.threads,
         ops: ops(c, spec.workload),
-        seed: c.seed.wrapping_add(index as u64 * 0x1000_0000),
+        seed: c
+            .seed
+            .wrapping_add((index as u64).wrapping_mul(0x1000_0000)),
     };
     allocators::with_alloc(
         alloc,
@@ -116,8 +118,8 @@ pub fn batch(c: &Config, spec: &RowSpec, alloc: &str, index: usize) -> Batch {
 }
 
 /// Measures one row: warm-up batches for each allocator, then `batches`
-/// rounds, each running every allocator once, starting with a different
-/// allocator each round (A B C, B C A, C A B, ...).
+/// rounds, each running every allocator once, in [`harness::rotation`]'s
+/// order.
 pub fn measure_row(c: &Config, spec: &RowSpec) -> Row {
     let n = c.allocs.len();
     for a in &c.allocs {
@@ -136,8 +138,7 @@ pub fn measure_row(c: &Config, spec: &RowSpec) -> Row {
     let mut events = [0u64; smalloc::counters::NUM_EVENTS];
     let mut smalloc_ops = 0;
     for round in 0..c.batches {
-        for k in 0..n {
-            let i = (round + k) % n;
+        for i in harness::rotation(round, n) {
             let before = smalloc::counters::events();
             let b = batch(c, spec, &c.allocs[i], round);
             if let (Some(x), Some(y), true) = (

@@ -4,7 +4,7 @@
 //! call: `RpMalloc<false>` leaves that to [`thread_start`] (the bench
 //! harness's thread hook, so the timed calls carry no check), and
 //! `RpMalloc<true>`, for `#[global_allocator]`, does it lazily on each
-//! thread's first call. Shared (by `#[path]`) with simd-json-bench.
+//! thread's first call. simd-json-bench's `rpmalloc` build uses it too.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;

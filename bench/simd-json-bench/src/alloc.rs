@@ -49,7 +49,7 @@ pub const NAME: &str = "snmalloc";
 
 #[cfg(feature = "rpmalloc")]
 #[global_allocator]
-static GLOBAL: crate::rpmalloc_alloc::RpMalloc<true> = crate::rpmalloc_alloc::RpMalloc;
+static GLOBAL: bench::rpmalloc_alloc::RpMalloc<true> = bench::rpmalloc_alloc::RpMalloc;
 #[cfg(feature = "rpmalloc")]
 /// The name of the global allocator of this build.
 pub const NAME: &str = "rpmalloc";

@@ -1,12 +1,14 @@
 //! `--compare NAME=BIN,...`: runs each build (one binary per allocator
-//! feature) as a child process, interleaved over rounds (round r starts with
-//! build r mod n), and prints the median throughput of every (document,
-//! parser) cell per build with smalloc's ratio to each other build.
+//! feature) as a child process, interleaved over rounds as `bench
+//! --compare` interleaves its allocators (`bench::harness::rotation`), and
+//! prints the median throughput of every (document, parser) cell per build
+//! with smalloc's ratio to each other build, and each build's peak RSS as
+//! `bench --isolate` reads it (`bench::process`: `wait4`, the whole process).
 
-use devutils::stats::summarize;
+use bench::harness::rotation;
+use bench::process;
+use devutils::stats::{geomean, summarize};
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use crate::cli::Options;
 
@@ -24,36 +26,15 @@ struct Results {
     rss: Vec<Vec<u64>>,
 }
 
-/// Runs `bin` once with `args`; returns its CSV output.
-fn run_child(bin: &Path, args: &[String]) -> Result<String, String> {
-    let out = Command::new(bin)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{}: {e}", bin.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} {} failed ({}):\n{}",
-            bin.display(),
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    String::from_utf8(out.stdout).map_err(|e| format!("{}: {e}", bin.display()))
-}
-
 impl Results {
-    /// Adds one run of build `b`.
-    fn add(&mut self, b: usize, builds: usize, csv: &str) -> Result<(), String> {
+    /// Adds one run of build `b`: its CSV output and its peak RSS.
+    fn add(&mut self, b: usize, builds: usize, csv: &str, rss_kib: u64) -> Result<(), String> {
         if self.rss.is_empty() {
             self.rss = vec![Vec::new(); builds];
         }
-        for line in csv.lines().skip(1) {
+        self.rss[b].push(rss_kib);
+        for line in csv.lines().skip(1).filter(|l| !l.starts_with('#')) {
             let f: Vec<&str> = line.split(',').collect();
-            if f[0] == "# peak_rss_kib" {
-                self.rss[b].push(f[1].parse().map_err(|_| format!("bad line {line:?}"))?);
-                continue;
-            }
             if f.len() != 6 {
                 return Err(format!("bad line {line:?}"));
             }
@@ -84,7 +65,7 @@ fn mad_pct(v: &[f64]) -> f64 {
 /// Checks that each binary was built with the allocator it is named after.
 fn check_builds(builds: &[(String, std::path::PathBuf)]) -> Result<(), String> {
     for (name, bin) in builds {
-        let which = run_child(bin, &["--which".to_string()])?;
+        let (which, _) = process::run(name, bin, &["--which".to_string()])?;
         if which.trim() != name && !name.starts_with(which.trim()) {
             eprintln!(
                 "note: {} reports allocator {:?}, labelled {name:?}",
@@ -104,11 +85,11 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let n = builds.len();
     let mut res = Results::default();
     for round in 0..opts.rounds {
-        for k in 0..n {
-            let b = (round + k) % n;
-            eprintln!("round {}/{}: {}", round + 1, opts.rounds, builds[b].0);
-            let csv = run_child(&builds[b].1, &args)?;
-            res.add(b, n, &csv)?;
+        for b in rotation(round, n) {
+            let (name, bin) = &builds[b];
+            eprintln!("round {}/{}: {name}", round + 1, opts.rounds);
+            let (csv, usage) = process::run(name, bin, &args)?;
+            res.add(b, n, &csv, usage.max_rss_kib)?;
         }
     }
     print_table(opts, &res);
@@ -141,7 +122,7 @@ fn print_table(opts: &Options, res: &Results) {
         print!("{:>11}", format!("/{}", names[o]));
     }
     println!();
-    let mut logs = vec![0.0; names.len()];
+    let mut ratios = vec![Vec::new(); names.len()];
     let mut wins = vec![0usize; names.len()];
     for cell in &res.order {
         let runs = &res.mbps[cell];
@@ -153,7 +134,7 @@ fn print_table(opts: &Options, res: &Results) {
         }
         for &o in &others {
             let ratio = med[o] / med[reference];
-            logs[o] += ratio.ln();
+            ratios[o].push(ratio);
             if ratio < 1.0 {
                 wins[o] += 1;
             }
@@ -162,10 +143,9 @@ fn print_table(opts: &Options, res: &Results) {
         }
         println!();
     }
-    let cells = res.order.len().max(1);
     print!("{:<36}{:>w$}", "geometric mean", "", w = 16 * names.len());
     for &o in &others {
-        print!("{:>11}", format!("{:.2}x", (logs[o] / cells as f64).exp()));
+        print!("{:>11}", format!("{:.2}x", geomean(&ratios[o])));
     }
     println!();
     print!(

@@ -10,10 +10,6 @@ mod compare;
 mod corpus;
 mod generate;
 mod measure;
-#[cfg(feature = "rpmalloc")]
-#[path = "../../src/rpmalloc_alloc.rs"]
-mod rpmalloc_alloc;
-mod rss;
 
 use std::time::Duration;
 
@@ -82,7 +78,7 @@ fn measure_here(opts: &cli::Options) -> Result<(), String> {
             }
         }
     }
-    let rss = rss::peak_kib();
+    let rss = bench::process::own_peak_rss_kib();
     if opts.csv {
         println!("# peak_rss_kib,{rss}");
     } else {

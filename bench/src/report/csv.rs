@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use super::{cell_summary, ratio};
-use crate::isolate::Usage;
 use crate::measure::Row;
+use crate::process::Usage;
 
 /// The header line.
 pub const HEADER: &str = "workload,threads,allocator,median_ns,min_ns,max_ns,mad_pct,batches,\

@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{Analysis, cell_summary, machine, ratio};
-use crate::isolate::Usage;
 use crate::measure::Row;
+use crate::process::Usage;
 
 /// Renders the document.
 pub fn render(rows: &[Row], an: &Analysis, usage: &[Usage]) -> String {

@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use super::{Analysis, cell_summary, machine, peers, ratio};
-use crate::isolate::Usage;
 use crate::measure::Row;
+use crate::process::Usage;
 
 /// Formats ns/op with about three significant digits.
 fn ns(x: f64) -> String {
