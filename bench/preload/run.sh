@@ -6,7 +6,8 @@
 # prints medians side by side with ratios to glibc. See bench/README.md.
 #
 # Environment (all optional):
-#   PROGRAMS   programs to run (default: larson xmalloc-test cache-thrash cache-scratch mstress)
+#   PROGRAMS   programs to run (default: larson xmalloc-test cache-thrash cache-scratch mstress
+#              kv kv100; kv100 is kv with 100-byte values)
 #   ALLOCS     allocators (default: glibc smalloc jemalloc mimalloc tcmalloc;
 #              also NAME=path/to/lib.so: any library of your own)
 #   THREADS    thread counts (default: "2 8")
@@ -16,7 +17,7 @@
 #   SMALLOC_SO libsmalloc.so to use (default: $CARGO_TARGET_DIR/release/libsmalloc.so,
 #              built first with cargo unless BUILD_SMALLOC=0)
 #   OUT        where binaries, logs and raw results go (default: $CARGO_TARGET_DIR/preload-bench)
-#   LARSON_ARGS, XMALLOC_ARGS, THRASH_ARGS, SCRATCH_ARGS, MSTRESS_ARGS
+#   LARSON_ARGS, XMALLOC_ARGS, THRASH_ARGS, SCRATCH_ARGS, MSTRESS_ARGS, KV_ARGS
 #              extra arguments appended to that program's command line
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,7 +27,7 @@ case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${OUT:-$target/preload-bench}"
 mkdir -p "$out/bin" "$out/logs"
 
-programs="${PROGRAMS:-larson xmalloc-test cache-thrash cache-scratch mstress}"
+programs="${PROGRAMS:-larson xmalloc-test cache-thrash cache-scratch mstress kv kv100}"
 allocs="${ALLOCS:-glibc smalloc jemalloc mimalloc tcmalloc}"
 threads_list="${THREADS:-2 8}"
 runs="${RUNS:-5}"
@@ -39,7 +40,9 @@ fi
 command -v cc >/dev/null || { echo "run.sh: no C compiler (cc); install gcc" >&2; exit 1; }
 echo "== compiling into $out/bin" >&2
 for p in measure $programs; do
-    cc -O2 -g -std=gnu11 -pthread -Wall -Wextra -Werror -o "$out/bin/$p" "$here/$p.c"
+    src="$p"
+    [ "$p" = kv100 ] && src=kv
+    cc -O2 -g -std=gnu11 -pthread -Wall -Wextra -Werror -o "$out/bin/$p" "$here/$src.c"
 done
 
 . "$here/allocators.sh"
@@ -55,6 +58,8 @@ args_of() {
         cache-thrash) echo "-t $t -n $(work 1000000 1) ${THRASH_ARGS:-}" ;;
         cache-scratch) echo "-t $t -n $(work 1000000 1) ${SCRATCH_ARGS:-}" ;;
         mstress) echo "-t $t -r 10 -n $(work 800000 $((10 * t))) ${MSTRESS_ARGS:-}" ;;
+        kv) echo "-t $t -k $(work 40000 "$t") -n $(work 400000 "$t") -v 2048 ${KV_ARGS:-}" ;;
+        kv100) echo "-t $t -k $(work 200000 "$t") -n $(work 2000000 "$t") -v 100 ${KV_ARGS:-}" ;;
         *) echo "run.sh: unknown program $p" >&2; exit 2 ;;
     esac
 }

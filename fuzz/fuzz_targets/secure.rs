@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use libfuzzer_sys::fuzz_target;
 use smalloc_core::Smalloc;
-use smalloc_core::layout::{MAX_SC, sc_of, slab_of};
+use smalloc_core::layout::{MAX_SC, MIN_SC, sc_of, slab_of, slot_size};
 use smalloc_fuzz::{Input, Live, check, check_zero, is_mapping};
 
 static A: Smalloc = Smalloc::new();
@@ -126,8 +126,13 @@ fn write_after_free(run: &mut Run, f: Freed, at: usize, xor: u8) {
     let old = unsafe { p.read() };
     // SAFETY: as above.
     unsafe { p.write(old ^ xor) };
-    // The smallest block of the class: cheap to fill.
-    let l = Layout::from_size_align(1, 1 << sc).unwrap();
+    // The smallest request of the class.
+    let size = if sc == MIN_SC {
+        1
+    } else {
+        slot_size(sc - 1) + 1
+    };
+    let l = Layout::from_size_align(size, 1).unwrap();
     let mut drive = Vec::new();
     expect_stop("corrupted free list (a write after free?)", f.addr, || {
         for _ in 0..MAX_DRIVE {

@@ -47,6 +47,19 @@ pub const HUGE: usize = (2 << 30) + 4096;
 /// be as slow as fifty ordinary ones.
 pub const MAX_MAPPINGS: usize = 2;
 
+/// Most blocks per run of the few-slot size classes (above 64 MiB, or so
+/// aligned; from 1 GiB on a class has 2 to 4 slots per slab, 32 to 64 in
+/// all): fewer than any such class holds, so that a request that fits a
+/// slot always gets one (past that it would get a mapping of its own),
+/// also with the threads target's four threads.
+pub const MAX_WIDE: usize = 4;
+
+/// Whether a block of `size` bytes aligned to `align` takes a slot of a
+/// few-slot size class ([`MAX_WIDE`]).
+pub fn is_wide(size: usize, align: usize) -> bool {
+    size.max(align) > 64 << 20 && !is_mapping(size, align)
+}
+
 /// Whether a block of `size` bytes aligned to `align` is a mapping of its
 /// own rather than a slot (past the largest slot, 2 GiB).
 pub fn is_mapping(size: usize, align: usize) -> bool {
@@ -248,6 +261,7 @@ pub struct Live {
     blocks: Vec<Block>,
     bytes: usize,
     mappings: usize,
+    wide: usize,
     next_tag: u64,
 }
 
@@ -269,6 +283,7 @@ impl Live {
                 self.mappings < MAX_MAPPINGS
             } else {
                 self.bytes + size <= MAX_LIVE_BYTES
+                    && (!is_wide(size, align) || self.wide < MAX_WIDE)
             }
     }
 
@@ -302,6 +317,9 @@ impl Live {
         }
         if is_mapping(size, align) {
             self.mappings += 1;
+        }
+        if is_wide(size, align) {
+            self.wide += 1;
         }
         // SAFETY: per the contract.
         unsafe { fill(p, size, b.tag) };

@@ -34,29 +34,30 @@ pub fn aligned(size: usize, align: usize) -> *mut c_void {
     debug_assert!(align.is_power_of_two());
     let align = align.max(MIN_ALIGN);
     // Size 0 is not small: the hot path misses it.
-    match raw::alloc_hot(size, align) {
-        Some(p) => p.cast(),
-        None => aligned_cold(size, align),
-    }
+    raw::alloc_or(size, align, aligned_cold).cast()
 }
 
 /// [`aligned`] when the hot path found nothing: `size == 0`, a small slot
 /// the longer way, a large slot, or a big allocation.
 #[cold]
 #[inline(never)]
-fn aligned_cold(size: usize, align: usize) -> *mut c_void {
+fn aligned_cold(size: usize, align: usize) -> *mut u8 {
     if size == 0 {
-        return aligned(1, align);
+        return aligned(1, align).cast();
     }
     let sc = raw::size_class(size, align);
     if sc <= raw::largest_sc() {
         let p = raw::alloc_slot(sc, size).ptr;
         if !p.is_null() {
-            return p.cast();
+            return p;
         }
-        return errno::enomem();
+        // Every slab of the class and of the larger ones is used up (or the
+        // system refuses more): a mapping of its own, if it can be had.
+        if !raw::slots_used_up() {
+            return errno::enomem().cast();
+        }
     }
-    big::alloc(size, align)
+    big::alloc(size, align).cast()
 }
 
 /// `calloc`: `n * size` zeroed bytes; null with `ENOMEM` when the product
@@ -72,17 +73,21 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
     // Small requests skip the look at the largest slot (a load).
     if sc < raw::LARGE_SC || sc <= raw::largest_sc() {
         let p = raw::alloc_zeroed_slot(sc, total);
-        if p.is_null() {
+        if !p.is_null() {
+            return p.cast();
+        }
+        // No slot left: a mapping of its own, as `aligned_cold` does.
+        if !raw::slots_used_up() {
             return errno::enomem();
         }
-        return p.cast();
     }
     // Size 0 (a fresh or cleared minimal slot) or a fresh mapping, which
     // the kernel zeroed.
     calloc_slow(total)
 }
 
-/// [`calloc`] of 0 bytes or of a big allocation.
+/// [`calloc`] of 0 bytes, of a big allocation, or of a block no slot is
+/// left for.
 #[cold]
 #[inline(never)]
 fn calloc_slow(total: usize) -> *mut c_void {

@@ -8,6 +8,7 @@
 use core::ffi::{CStr, c_int};
 use core::fmt::{self, Write};
 
+use smalloc_core::raw;
 use smalloc_core::stats::{self, Snapshot};
 
 use crate::prefixed::smalloc_mallinfo2_t;
@@ -175,8 +176,13 @@ fn info_xml(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
     writeln!(w, "<heap nr=\"0\">")?;
     writeln!(w, "<sizes>")?;
     for (sc, c) in s.used_classes().filter(|(_, c)| c.free() != 0) {
-        let (from, to) = ((1u64 << sc >> 1) + 1, 1u64 << sc);
-        let (count, total) = (c.free(), c.free() << sc);
+        let below = if sc > raw::MIN_SC {
+            raw::class_size(sc - 1)
+        } else {
+            0
+        };
+        let (from, to) = (below as u64 + 1, raw::class_size(sc) as u64);
+        let (count, total) = (c.free(), c.free() * to);
         writeln!(
             w,
             "<size from=\"{from}\" to=\"{to}\" total=\"{total}\" count=\"{count}\"/>"

@@ -28,8 +28,8 @@ fn mallinfo_malloc_trim_malloc_info_and_malloc_stats() {
         "{xml}"
     );
     assert!(
-        xml.contains("<size from=\"65\" to=\"128\""),
-        "the freed 128-byte slots: {xml}"
+        xml.contains("<size from=\"97\" to=\"112\" total=\"56000\" count=\"500\"/>"),
+        "the freed 112-byte slots: {xml}"
     );
     assert!(
         stderr.contains("MALLOC:") && stderr.contains("Bytes in use by the application"),
@@ -118,20 +118,31 @@ fn the_report_shows_the_counters_only_when_compiled_in() {
         assert!(!report.contains("Event first-alloc"), "{report}");
         return;
     }
-    // 8 KiB: 1000 allocated, 300 freed by their thread, 200 by main.
+    let class = |size| smalloc_core::layout::size_class(size, 16);
+    // 6000 bytes (a 6 KiB slot): 1000 allocated, 300 freed by their thread,
+    // 200 by main.
     assert_eq!(
-        counts_row(&report, 13),
+        counts_row(&report, class(6000)),
         Some(vec![1000, 500, 0, 200]),
         "{report}"
     );
-    // 32 KiB: calloc, posix_memalign, aligned_alloc four times, and the
+    // 20000 bytes (a 20 KiB slot, a multiple of 4096 as the aligned ones
+    // need): calloc, posix_memalign, aligned_alloc four times, and the
     // realloc's first block; 64 KiB: where the realloc moved it.
     assert_eq!(
-        counts_row(&report, 15),
+        class(20_000),
+        smalloc_core::layout::size_class(20_000, 4096)
+    );
+    assert_eq!(
+        counts_row(&report, class(20_000)),
         Some(vec![13, 13, 0, 0]),
         "{report}"
     );
-    assert_eq!(counts_row(&report, 16), Some(vec![1, 1, 0, 0]), "{report}");
+    assert_eq!(
+        counts_row(&report, class(65536)),
+        Some(vec![1, 1, 0, 0]),
+        "{report}"
+    );
     assert!(report.contains("Event first-alloc"), "{report}");
 }
 

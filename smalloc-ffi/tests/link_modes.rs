@@ -185,7 +185,9 @@ fn hot_path(symbol: &str) -> Vec<String> {
             continue;
         };
         let insn = insn.trim().to_string();
-        let done = insn == "ret" || insn.starts_with("jmp");
+        // Up to the first return: the straight path, with any tail call of
+        // a rarer case that it jumps over (malloc's larger requests).
+        let done = insn == "ret";
         insns.push(insn);
         if done {
             break;
@@ -206,7 +208,7 @@ fn hot_paths_are_short_and_have_no_atomic_read_modify_write() {
             "{symbol}: {path:#?}"
         );
         assert!(
-            path.len() <= 16,
+            path.len() <= 18,
             "{symbol}: {} instructions: {path:#?}",
             path.len()
         );

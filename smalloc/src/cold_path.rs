@@ -268,7 +268,8 @@ pub const PRIVATE_LARGE_BYTES: usize = 512 << 10;
 /// kernel on free.
 #[inline]
 fn keeps_large(sc: u32, count: u32) -> bool {
-    sc < purge::RELEASE_SC && (count as usize) < (PRIVATE_LARGE_BYTES >> sc).max(1)
+    sc < purge::RELEASE_SC
+        && (count as usize) < (PRIVATE_LARGE_BYTES / layout::slot_size_nonzero(sc)).max(1)
 }
 
 /// A slot of large size class `sc` from the private list of the slab at
@@ -303,7 +304,7 @@ fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Slot> {
 /// Never-used slots of size class `sc` in one new-memory step.
 #[inline]
 fn step_slots(sc: u32) -> u32 {
-    ((layout::NEW_MEMORY_STEP >> sc) as u32).max(1)
+    ((layout::NEW_MEMORY_STEP / layout::slot_size_nonzero(sc)) as u32).max(1)
 }
 
 /// Claims never-used slots of (slab, size class) from its tail: a new-memory
@@ -329,7 +330,9 @@ fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
             .saturating_add(if step { step_slots(sc) } else { 1 })
             .min(n);
         match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) if commit::commit(slab_addr, sc, (end as usize) << sc) => return Some((t, end)),
+            Ok(_) if commit::commit(slab_addr, sc, end as usize * layout::slot_size(sc)) => {
+                return Some((t, end));
+            }
             Ok(_) => {
                 // Refused: the claim goes back unless a later one followed
                 // (whose own commit covers these slots, or fails too).
@@ -470,7 +473,8 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
         }
     }
     if !small {
-        for up in sc + 1..=MAX_SC.min(sc + BORROW_UP) {
+        let larger = sc + 1..=MAX_SC.min(sc + BORROW_UP);
+        for up in larger.filter(|&up| layout::keeps_alignment(sc, up)) {
             if owns_slab {
                 if let Some(got) = owner_take_large(own, up) {
                     features::count(Event::FreedLarger, own);
@@ -496,9 +500,9 @@ fn follows_freed_slots() -> bool {
 }
 
 /// A large request whose own list holds no freed slot takes a freed slot of
-/// up to this many size classes larger, if one is there, before it touches
-/// a never-used slot.
-const BORROW_UP: u32 = 2;
+/// up to this many size classes larger (four times its size), if one is
+/// there, before it touches a never-used slot.
+const BORROW_UP: u32 = 8;
 
 /// Whether (slab, size class) seems to hold freed slots, on its shared list
 /// or its private list.
@@ -607,7 +611,8 @@ fn failover(base: usize, slab: usize, sc: u32) -> Slot {
     let mut first = slab + 1;
     // Not into slots larger than new blocks get (on demand, the commit
     // would count all of it).
-    for want in sc..=geometry::largest_sc().max(sc) {
+    let classes = sc..=geometry::largest_sc().max(sc);
+    for want in classes.filter(|&up| layout::keeps_alignment(sc, up)) {
         loop {
             let mut collided = false;
             for i in 0..THREAD_SLABS {
@@ -665,7 +670,7 @@ pub unsafe fn dealloc(p: *mut u8) {
         (layout::MIN_SC..=MAX_SC).contains(&sc),
         "not a slot: {addr:#x}"
     );
-    debug_assert_eq!(addr & ((1 << sc) - 1), 0, "not the start of a slot");
+    debug_assert!(layout::is_slot_start(addr, sc), "not the start of a slot");
     if features::freed(addr, sc) {
         return;
     }
@@ -707,19 +712,21 @@ mod tests {
     use std::vec::Vec;
 
     use crate::Smalloc;
-    use crate::layout::{MIN_SC, sc_of, slab_of, slot_addr};
+    use crate::layout::{MIN_SC, sc_of, size_class, slab_of, slot_addr, slot_size};
 
     #[test]
     fn fresh_slab_yields_slots_in_order() {
         let a = Smalloc::new();
-        let l = Layout::from_size_align(48, 8).unwrap(); // size class 6
+        let l = Layout::from_size_align(48, 8).unwrap();
+        let sc = size_class(48, 8);
+        assert_eq!(slot_size(sc), 48);
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let ps: Vec<usize> = (0..100).map(|_| unsafe { a.alloc(l) }.addr()).collect();
         let base = crate::geometry::base_raw();
         assert!(crate::geometry::is_ready(base));
         let slab = slab_of(ps[0]);
         for (i, &p) in ps.iter().enumerate() {
-            assert_eq!(p, slot_addr(base, slab, 6, i as u32), "allocation {i}");
+            assert_eq!(p, slot_addr(base, slab, sc, i as u32), "allocation {i}");
         }
         // Freed slots come back last-in first-out.
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
@@ -732,7 +739,7 @@ mod tests {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         assert_eq!(unsafe { a.alloc(l) }.addr(), ps[10]);
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-        assert_eq!(unsafe { a.alloc(l) }.addr(), slot_addr(base, slab, 6, 100));
+        assert_eq!(unsafe { a.alloc(l) }.addr(), slot_addr(base, slab, sc, 100));
     }
 
     #[test]
@@ -745,7 +752,7 @@ mod tests {
             // SAFETY: a non-zero layout; the blocks stay live.
             let (p, q) = unsafe { (a.alloc(l).addr(), a.alloc(l).addr()) };
             assert_eq!(sc_of(p), sc);
-            assert_eq!(q.abs_diff(p), 1 << sc);
+            assert_eq!(q.abs_diff(p), slot_size(sc));
         }
     }
 }

@@ -39,6 +39,16 @@ pub fn base() -> Option<usize> {
     is_ready(raw).then_some(raw)
 }
 
+/// Whether a slot allocation that just failed may fall back to a mapping
+/// of its own: when the layout exists (its slots of the request's class and
+/// the larger ones were used up, or a commit was refused). Without a layout
+/// (the system refused even the slabs' metadata) slot requests fail, as
+/// docs/design.md says, rather than each becoming a mapping.
+#[inline]
+pub fn slots_used_up() -> bool {
+    base().is_some()
+}
+
 /// How the layout's address space is held, as the statistics report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Geometry {
@@ -122,14 +132,17 @@ pub fn set_geometry(code: u64, value: u64) {
 /// The largest size class of slots on demand (32 MiB): a larger block gets
 /// a mapping of its own, as glibc's do above its largest mmap threshold, so
 /// that what an address-space limit or strict overcommit counts is about
-/// the block's size, not the power of two above it.
-pub const ON_DEMAND_MAX_SC: u32 = if MAX_SC < 25 { MAX_SC } else { 25 };
+/// the block's size, not the size class above it.
+pub const ON_DEMAND_MAX_SC: u32 = {
+    let sc = crate::layout::class_of_mask((32 << 20) - 1);
+    if MAX_SC < sc { MAX_SC } else { sc }
+};
 
 /// The largest size class that new blocks are given slots of.
 static LARGEST_SC: AtomicU32 = AtomicU32::new(MAX_SC);
 
 /// The largest size class that new blocks are given slots of: [`MAX_SC`],
-/// or 25 (32 MiB) on demand. A policy only: whether a block is a slot is
+/// or that of 32 MiB on demand. A policy only: whether a block is a slot is
 /// told by its address (`raw::owns`).
 #[inline]
 pub fn largest_sc() -> u32 {

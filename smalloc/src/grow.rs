@@ -29,7 +29,7 @@ use core::ptr;
 
 use crate::features;
 use crate::hot_path;
-use crate::layout::{self, MAX_SC};
+use crate::layout::{self, MAX_SC, class_of_mask, slot_size};
 
 /// A block that doubles to more than this many bytes moves straight to a
 /// slot of [`DOUBLING_SC`].
@@ -37,49 +37,50 @@ pub const DOUBLING_JUMP_ABOVE: usize = 64 << 10;
 
 /// The size class (2 MiB) a doubling block of more than
 /// [`DOUBLING_JUMP_ABOVE`] bytes jumps to: the largest "growers" rung.
-pub const DOUBLING_SC: u32 = 21;
+pub const DOUBLING_SC: u32 = class_of_mask((2 << 20) - 1);
 
 /// Size class the "growers" policy moves a reallocation to when it needs a
 /// slot of at least size class `sc`: the smallest of 64 B, 128 B, 4 KiB,
 /// 16 KiB, 64 KiB, 256 KiB and 2 MiB that fits, else `sc` itself.
 #[inline]
 pub const fn grower_sc(sc: u32) -> u32 {
-    const GROWERS: [u32; 7] = [6, 7, 12, 14, 16, 18, 21];
+    const GROWERS: [usize; 7] = [64, 128, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 2 << 20];
     let mut i = 0;
     while i < GROWERS.len() {
-        if GROWERS[i] >= sc && GROWERS[i] <= MAX_SC {
-            return GROWERS[i];
+        let rung = class_of_mask(GROWERS[i] - 1);
+        if rung >= sc && rung <= MAX_SC {
+            return rung;
         }
         i += 1;
     }
     sc
 }
 
-/// Smallest size class whose slots a shrinking reallocation leaves (1 MiB).
-pub const SHRINK_MOVE_MIN_SC: u32 = 20;
+/// Smallest slot that a shrinking reallocation leaves (1 MiB).
+pub const SHRINK_MOVE_MIN: usize = 1 << 20;
 
 /// Whether a reallocation that shrinks a block in a slot of `slot_size`
 /// bytes to `new_size` bytes moves it to a smaller slot: when the slot is
-/// at least 1 MiB ([`SHRINK_MOVE_MIN_SC`]) and the new size is an eighth
+/// at least 1 MiB ([`SHRINK_MOVE_MIN`]) and the new size is an eighth
 /// of it or less. The slot given up goes back to its free list for the next
 /// allocation of its size class (and from 128 MiB on, its pages back to the
 /// kernel) instead of staying with a block that no longer needs it.
 /// Otherwise the block keeps its slot. The C realloc asks this in bytes, to
 /// keep its fast path free of a size-class computation; it agrees with
-/// [`moves_on_shrink`] because an eighth of such a slot is a power of two.
+/// [`moves_on_shrink`] because an eighth of such a slot is a size class.
 ///
 /// Why 1 MiB and an eighth, measured: docs/decisions.md ("Shrinking out of
 /// a slot").
 #[inline(always)]
 pub const fn shrink_leaves_slot(slot_size: usize, new_size: usize) -> bool {
-    slot_size >= 1 << SHRINK_MOVE_MIN_SC && new_size <= slot_size >> 3
+    slot_size >= SHRINK_MOVE_MIN && new_size <= slot_size >> 3
 }
 
 /// [`shrink_leaves_slot`] in size classes: a block in a slot of `cur_sc`
 /// shrinking to a size of size class `new_sc`.
 #[inline]
 pub const fn moves_on_shrink(cur_sc: u32, new_sc: u32) -> bool {
-    shrink_leaves_slot(1 << cur_sc, 1 << new_sc)
+    shrink_leaves_slot(slot_size(cur_sc), slot_size(new_sc))
 }
 
 /// Size class of the slot a block of `old_size` bytes moves to when it
@@ -117,7 +118,7 @@ const fn doubles_past_jump(old_size: usize, new_size: usize) -> bool {
 #[inline]
 const fn c_keeps_doubling_block(slot_size: usize, new_size: usize) -> bool {
     DOUBLING_SC <= MAX_SC
-        && slot_size == 1 << DOUBLING_SC
+        && slot_size == self::slot_size(DOUBLING_SC)
         && new_size > DOUBLING_JUMP_ABOVE
         && new_size.is_power_of_two()
 }
@@ -145,7 +146,7 @@ pub unsafe fn realloc_slot(
 ) -> *mut u8 {
     debug_assert!(new_size > 0);
     let cur_sc = layout::sc_of(p.addr());
-    let slot = 1usize << cur_sc;
+    let slot = slot_size(cur_sc);
     let old = old_size.unwrap_or(slot);
     let new_sc = layout::size_class(new_size, align);
     let req = crate::features::Request::new(new_size);
@@ -164,10 +165,9 @@ pub unsafe fn realloc_slot(
     let (q, keep) = if new_sc > crate::geometry::largest_sc() {
         (big(new_size, align), old)
     } else if new_sc > cur_sc {
-        (
-            hot_path::alloc(target_sc(old, new_size, new_sc), req).ptr,
-            old,
-        )
+        let q = hot_path::alloc(target_sc(old, new_size, new_sc), req).ptr;
+        // No slot left for it: a mapping of its own, as a new block gets.
+        (if q.is_null() { big(new_size, align) } else { q }, old)
     } else {
         // Shrinking: the smaller slot holds exactly what is kept.
         (hot_path::alloc(new_sc, req).ptr, new_size)
@@ -194,26 +194,27 @@ mod tests {
     use super::*;
     use crate::layout::MIN_SC;
     use crate::layout::size_class;
+    use std::vec::Vec;
 
     #[test]
     #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]
     fn doubling_past_64_kib_jumps_to_2_mib() {
         let kib = 1 << 10;
         for (old, new, want) in [
-            (64 * kib, 128 * kib, 21), // a full 64 KiB Vec doubles
-            (48 * kib, 96 * kib, 21),  // Vec<[u8; 24]>: 3/4 of its slot
-            (512 * kib, 1024 * kib, 21),
-            (1024 * kib, 2048 * kib, 21),
-            (2048 * kib, 4096 * kib, 22), // past 2 MiB: its own class
-            (32 * kib, 64 * kib, 16),     // not above 64 KiB: the ladder
-            (16 * kib, 32 * kib, 16),
-            (64 * kib, 128 * kib + 1, 18), // not exactly doubling: the ladder
-            (64 * kib, 160 * kib, 18),
-            (100 * kib, 150 * kib, 18),
-            ((1 << 63) + 64 * kib, 128 * kib, 18), // a huge old size: no doubling
+            (64 * kib, 128 * kib, 2048 * kib), // a full 64 KiB Vec doubles
+            (48 * kib, 96 * kib, 2048 * kib),  // Vec<[u8; 24]>: 3/4 of its slot
+            (512 * kib, 1024 * kib, 2048 * kib),
+            (1024 * kib, 2048 * kib, 2048 * kib),
+            (2048 * kib, 4096 * kib, 4096 * kib), // past 2 MiB: its own class
+            (32 * kib, 64 * kib, 64 * kib),       // not above 64 KiB: the ladder
+            (16 * kib, 32 * kib, 64 * kib),
+            (64 * kib, 128 * kib + 1, 256 * kib), // not exactly doubling: the ladder
+            (64 * kib, 160 * kib, 256 * kib),
+            (100 * kib, 150 * kib, 256 * kib),
+            ((1 << 63) + 64 * kib, 128 * kib, 256 * kib), // a huge old size: no doubling
         ] {
             let sc = size_class(new.max(1), 1);
-            assert_eq!(target_sc(old, new, sc), want, "{old} -> {new}");
+            assert_eq!(slot_size(target_sc(old, new, sc)), want, "{old} -> {new}");
         }
     }
 
@@ -221,7 +222,7 @@ mod tests {
     fn without_doubling_the_ladder_decides() {
         for sc in crate::layout::MIN_SC..=MAX_SC {
             assert_eq!(
-                target_sc(1, (1usize << sc) - 1, sc),
+                target_sc(1, slot_size(sc) - 1, sc),
                 grower_sc(sc),
                 "sc {sc}"
             );
@@ -251,23 +252,30 @@ mod tests {
 
     #[test]
     fn growers() {
-        let want: &[(u32, u32)] = &[
-            (2, 6),
-            (6, 6),
-            (7, 7),
-            (8, 12),
-            (12, 12),
-            (13, 14),
-            (15, 16),
-            (17, 18),
-            (19, 21),
-            (21, 21),
-            (22, 22),
-            (31, 31),
+        let kib = 1 << 10;
+        let want: &[(usize, usize)] = &[
+            (4, 64),
+            (64, 64),
+            (80, 128),
+            (128, 128),
+            (160, 4 * kib),
+            (256, 4 * kib),
+            (4 * kib, 4 * kib),
+            (5 * kib, 16 * kib),
+            (16 * kib, 16 * kib),
+            (20 * kib, 64 * kib),
+            (64 * kib, 64 * kib),
+            (80 * kib, 256 * kib),
+            (320 * kib, 2048 * kib),
+            (2048 * kib, 2048 * kib),
+            (2560 * kib, 2560 * kib),
+            (1 << 31, 1 << 31),
         ];
         // Under Miri's small geometry the growers above MAX_SC do not exist.
-        for &(sc, g) in want.iter().filter(|&&(_, g)| g <= MAX_SC) {
-            assert_eq!(grower_sc(sc), g, "sc {sc}");
+        for &(size, g) in want.iter().filter(|&&(_, g)| g <= layout::MAX_SLOT_SIZE) {
+            let sc = size_class(size, 1).max(MIN_SC);
+            assert_eq!(slot_size(sc), size.max(1 << MIN_SC), "{size} is a class");
+            assert_eq!(slot_size(grower_sc(sc)), g.max(1 << MIN_SC), "size {size}");
         }
     }
 
@@ -275,26 +283,30 @@ mod tests {
     fn the_shrink_rule_agrees_in_bytes_and_in_size_classes() {
         // The C realloc asks `shrink_leaves_slot` in bytes; core realloc asks
         // `moves_on_shrink` in size classes. They must agree for every slot and
-        // every smaller size around the powers of two.
+        // every smaller size around the powers of two and the class sizes.
         let mut moving = 0;
+        let mut sizes: Vec<usize> = (MIN_SC..=MAX_SC).map(slot_size).collect();
+        sizes.extend((0..32).map(|k| 1usize << k));
         for cur_sc in MIN_SC..=MAX_SC {
-            let slot = 1usize << cur_sc;
-            for k in 0..=cur_sc {
-                for size in [(1usize << k) - 1, 1 << k, (1 << k) + 1] {
+            let slot = slot_size(cur_sc);
+            for &s in &sizes {
+                for size in [s - 1, s, s + 1] {
                     if size == 0 || size > slot {
                         continue;
                     }
                     let bytes = shrink_leaves_slot(slot, size);
                     let classes = moves_on_shrink(cur_sc, size_class(size, 16));
-                    assert_eq!(bytes, classes, "slot 2^{cur_sc}, size {size}");
+                    assert_eq!(bytes, classes, "slot {slot}, size {size}");
                     moving += usize::from(bytes);
                 }
             }
         }
         // Miri's small geometry has no slot of 1 MiB: nothing moves there.
-        assert_eq!(moving > 0, MAX_SC >= SHRINK_MOVE_MIN_SC);
+        assert_eq!(moving > 0, layout::MAX_SLOT_SIZE >= SHRINK_MOVE_MIN);
         assert!(!shrink_leaves_slot(1 << 19, 1));
         assert!(shrink_leaves_slot(1 << 20, 1 << 17));
         assert!(!shrink_leaves_slot(1 << 20, (1 << 17) + 1));
+        assert!(shrink_leaves_slot(1280 << 10, 160 << 10));
+        assert!(!shrink_leaves_slot(1280 << 10, (160 << 10) + 1));
     }
 }

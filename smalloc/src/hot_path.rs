@@ -36,7 +36,7 @@ impl LinkStore for TableLinks {
         let link_base = tables(self.block)
             .region(self.index)
             .load(Ordering::Relaxed) as usize;
-        let slot = link_base + 4 * link as usize;
+        let slot = link_base + link as usize;
         self.slot.set(slot);
         follow_link(slot)
     }
@@ -65,8 +65,50 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
     }
 }
 
+/// The hot path of allocation for a request of `size` bytes aligned to
+/// `align` (a power of two; at least 16 with `ALIGN_16`), for `req`, or
+/// `cold(size, align)` where it finds nothing ([`alloc_hot`]). The size
+/// class of a request below 1 KiB comes from a table, inline; a larger one
+/// goes to [`alloc_medium`] (a tail call), so that the small requests'
+/// path is no longer for it.
+#[inline(always)]
+pub fn alloc_request<const ALIGN_16: bool>(
+    size: usize,
+    align: usize,
+    req: Request,
+    cold: fn(usize, usize) -> *mut u8,
+) -> *mut u8 {
+    debug_assert!(!ALIGN_16 || align >= 16);
+    match metadata::table_index::<ALIGN_16>(layout::request_mask(size, align)) {
+        Some(index) => match alloc_hot(index, req) {
+            Some(p) => p,
+            None => cold(size, align),
+        },
+        None => alloc_medium(size, align, req, cold),
+    }
+}
+
+/// [`alloc_request`] of a request of 1 KiB or more: the size class from a
+/// second table up to 64 KiB; larger requests (large slots, big mappings,
+/// size 0) go to `cold` at once.
+#[inline(never)]
+fn alloc_medium(
+    size: usize,
+    align: usize,
+    req: Request,
+    cold: fn(usize, usize) -> *mut u8,
+) -> *mut u8 {
+    match metadata::medium_index(layout::request_mask(size, align)) {
+        Some(index) => match alloc_hot(index, req) {
+            Some(p) => p,
+            None => cold(size, align),
+        },
+        None => cold(size, align),
+    }
+}
+
 /// The hot path of allocation: a slot of the size class of private index
-/// `index` ([`metadata::private_index_of`]) from the private list of the slab
+/// `index` ([`metadata::private_index`]) from the private list of the slab
 /// the thread owns, for `req`. `None` when the thread owns no slab (its
 /// alloc word is EMPTY_TABLES), the list is empty, or the size class is not
 /// small (its list is always empty): the caller then takes the cold path.
@@ -85,7 +127,10 @@ pub fn alloc_hot(index: usize, req: Request) -> Option<*mut u8> {
     features::owner_alloc(block, index);
     let p: *mut u8 = sys::ptr_at(links.slot.get());
     debug_assert_eq!(layout::sc_of(p.addr()) as usize, index + 1);
-    debug_assert_eq!(p.addr() & ((2 << index) - 1), 0, "off a slot");
+    debug_assert!(
+        layout::is_slot_start(p.addr(), index as u32 + 1),
+        "off a slot"
+    );
     Some(features::hot_alloc(p, req, &cold_path::CORE))
 }
 
@@ -126,7 +171,10 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
     let sc = index as u32 + 1;
     let cell = SlotLink::freed(p.addr(), sc);
     debug_assert!(sc >= layout::MIN_SC, "not a slot: {p:?}");
-    debug_assert_eq!(p.addr() & ((1 << sc) - 1), 0, "not the start of a slot");
+    debug_assert!(
+        layout::is_slot_start(p.addr(), sc),
+        "not the start of a slot"
+    );
     // SAFETY: the thread owns the slab and, per the contract, the slot,
     // which belongs to this region.
     unsafe { private_list::push(tables(block).head(index), &cell, layout::link_of(p.addr())) };
@@ -137,7 +185,7 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
 /// Size in bytes of the slot holding `p`.
 #[inline(always)]
 pub fn slot_size(p: *const u8) -> usize {
-    1 << layout::sc_of(p.addr())
+    layout::slot_size(layout::sc_of(p.addr()))
 }
 
 /// Whether `p` lies in the reservation (is a slot of this allocator).

@@ -78,11 +78,8 @@ impl Smalloc {
 unsafe impl GlobalAlloc for Smalloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let index = metadata::private_index_of(layout.size(), layout.align());
-        match hot_path::alloc_hot(index, Request::new(layout.size())) {
-            Some(p) => p,
-            None => alloc_cold(layout.size(), layout.align()),
-        }
+        let req = Request::new(layout.size());
+        hot_path::alloc_request::<false>(layout.size(), layout.align(), req, alloc_cold)
     }
 
     #[inline(always)]
@@ -101,11 +98,13 @@ unsafe impl GlobalAlloc for Smalloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let sc = size_class(layout.size(), layout.align());
         if sc < layout::LARGE_SC || sc <= geometry::largest_sc() {
-            zeroed::alloc_zeroed_slot(sc, layout.size())
-        } else {
-            // Fresh mappings are zero.
-            big::alloc(layout.size(), layout.align())
+            let p = zeroed::alloc_zeroed_slot(sc, layout.size());
+            if !p.is_null() || !geometry::slots_used_up() {
+                return p;
+            }
         }
+        // Fresh mappings are zero.
+        big::alloc(layout.size(), layout.align())
     }
 
     #[inline]
@@ -157,11 +156,15 @@ unsafe fn dealloc_cold(p: *mut u8, size: usize) {
 #[inline(never)]
 fn alloc_cold(size: usize, align: usize) -> *mut u8 {
     let sc = size_class(size, align);
-    if sc < layout::LARGE_SC {
+    let p = if sc < layout::LARGE_SC {
         cold_path::alloc_small(sc, Request::new(size)).ptr
     } else if sc <= geometry::largest_sc() {
         cold_path::alloc_large(sc, Request::new(size)).ptr
     } else {
-        big::alloc(size, align)
+        return big::alloc(size, align);
+    };
+    if p.is_null() && geometry::slots_used_up() {
+        return big::alloc(size, align);
     }
+    p
 }

@@ -35,10 +35,11 @@ use crate::sys;
 pub const PRIVATE_OFFSET: usize = 1 << SC_SHIFT;
 
 /// Private list heads per private block: one per value that
-/// [`private_index_of`] can give, so the hot path of allocation indexes the
+/// a request's size class can have (239 for size 0, whose mask is
+/// `usize::MAX`), so the hot path of allocation indexes the
 /// heads without first testing that the request is small. Only the heads of
 /// the small size classes are ever set.
-pub const PRIVATE_HEADS: usize = usize::BITS as usize;
+pub const PRIVATE_HEADS: usize = 240;
 
 /// Offset of the [`PrivateTables`] from the private block (see the module
 /// documentation for why not a round number).
@@ -74,10 +75,10 @@ pub const METADATA: [(usize, usize); 2] = [
 pub struct PrivateTables {
     /// The private list heads (a link; 0: empty), by private index.
     heads: [AtomicU32; PRIVATE_HEADS],
-    /// The region table, by private index: the address that link 0 would
-    /// name in the slab's region of that size class (4 bytes below it), so
-    /// a slot is one `lea` from its link. Filled when a thread comes to own
-    /// the slab ([`fill_regions`](Self::fill_regions)).
+    /// The region table, by private index: the [`layout::link_base`] of
+    /// the slab's region of that size class, so that a slot is one `lea`
+    /// from its link. Filled when a thread comes to own the slab
+    /// ([`fill_regions`](Self::fill_regions)).
     regions: [AtomicU64; NUM_SCS],
     /// The fresh runs, by private index: never-used slots the owner claimed
     /// and has not handed out, `next | end << 32`.
@@ -256,21 +257,88 @@ pub const fn private_index(sc: u32) -> usize {
     (sc - 1) as usize
 }
 
-/// The private index of the size class of a request of `size` bytes aligned
-/// to `align` (a power of two): [`private_index`] of its size class when
-/// `size` is not 0, and below [`PRIVATE_HEADS`] always (63 for size 0).
+/// The private index of the size class of a request whose mask
+/// ([`layout::request_mask`]) is `mask`, from a table, when the mask is
+/// below [`CLASS_TABLE_BYTES`]; `None` for larger requests (see
+/// [`medium_index`]). With `ALIGN_16` (the caller promises
+/// an alignment of at least 16, as every C entry point has) the table is
+/// read by 16-byte steps, one shift of a mask whose low 4 bits are set;
+/// otherwise by 4-byte steps (4- and 8-byte slots). Why a table:
+/// docs/decisions.md ("The size class of a request").
 #[inline(always)]
-pub const fn private_index_of(size: usize, align: usize) -> usize {
-    debug_assert!(align.is_power_of_two());
-    // The bit length of the OR is the size class; its floor log2 is one less.
-    (size.wrapping_sub(1) | (align - 1) | ((1 << layout::MIN_SC) - 1)).ilog2() as usize
+pub const fn table_index<const ALIGN_16: bool>(mask: usize) -> Option<usize> {
+    if mask >= CLASS_TABLE_BYTES {
+        return None;
+    }
+    Some(if ALIGN_16 {
+        debug_assert!(mask & 15 == 15);
+        BY_16_BYTES[mask >> 4]
+    } else {
+        BY_4_BYTES[mask >> 2]
+    } as usize)
 }
+
+/// The private index of the size class of a request whose mask is at
+/// least [`CLASS_TABLE_BYTES`], from a table by 256-byte steps (every class
+/// from 1 KiB on is a multiple of 256) while it may be small; `None` from
+/// [`MEDIUM_TABLE_BYTES`] on, where every class is large and the hot path
+/// has nothing to offer.
+#[inline(always)]
+pub const fn medium_index(mask: usize) -> Option<usize> {
+    if mask >= MEDIUM_TABLE_BYTES {
+        return None;
+    }
+    Some(BY_256_BYTES[mask >> 8] as usize)
+}
+
+/// Masks from this many bytes on are of large size classes (or beyond).
+pub const MEDIUM_TABLE_BYTES: usize = 64 << 10;
+
+/// The private index of the masks `256 * i` to `256 * i + 255` (those
+/// below [`CLASS_TABLE_BYTES`] unused).
+static BY_256_BYTES: [u8; MEDIUM_TABLE_BYTES / 256] = {
+    let mut t = [0; MEDIUM_TABLE_BYTES / 256];
+    let mut i = CLASS_TABLE_BYTES / 256;
+    while i < t.len() {
+        t[i] = private_index(layout::class_of_mask(256 * i + 255)) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Masks below this many bytes find their private index in a table.
+pub const CLASS_TABLE_BYTES: usize = 1024;
+
+/// The private index of the masks `4 * i` to `4 * i + 3`.
+static BY_4_BYTES: [u8; CLASS_TABLE_BYTES / 4] = {
+    let mut t = [0; CLASS_TABLE_BYTES / 4];
+    let mut i = 0;
+    while i < t.len() {
+        // (Masks have at least the smallest slot's bits set.)
+        let mask = 4 * i + 3;
+        let mask = mask | ((1 << layout::MIN_SC) - 1);
+        t[i] = private_index(layout::class_of_mask(mask)) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The private index of the masks `16 * i` to `16 * i + 15`.
+static BY_16_BYTES: [u8; CLASS_TABLE_BYTES / 16] = {
+    let mut t = [0; CLASS_TABLE_BYTES / 16];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = BY_4_BYTES[4 * i + 3];
+        i += 1;
+    }
+    t
+};
 
 impl PrivateTables {
     /// Fills the region table of the slab at `slab_addr`, whose tables
     /// these are, for a thread that just came to own it: for each small size
-    /// class, the address link 0 would name in the slab's region of that
-    /// class. Filled once; a later owner finds it done.
+    /// class, the link base of the slab's region of that class. Filled
+    /// once; a later owner finds it done.
     pub fn fill_regions(&self, slab_addr: usize) {
         use core::sync::atomic::Ordering::Relaxed;
         let last = self.region(private_index(layout::LARGE_SC - 1));
@@ -280,7 +348,7 @@ impl PrivateTables {
             return;
         }
         for sc in layout::MIN_SC..layout::LARGE_SC {
-            let link_base = layout::slot_of_link(layout::region_addr(slab_addr, sc), 0) as u64;
+            let link_base = layout::link_base(layout::region_addr(slab_addr, sc)) as u64;
             self.region(private_index(sc)).store(link_base, Relaxed);
         }
     }
@@ -292,6 +360,36 @@ mod tests {
 
     use super::*;
     use crate::layout::{MAX_SC, MIN_SC, NUM_SLABS, SLAB_SHIFT, TOTAL_BITS};
+
+    #[test]
+    #[cfg_attr(miri, ignore = "exhaustive arithmetic, no unsafe: run natively")]
+    fn the_tables_agree_with_the_computed_size_class() {
+        // Every request of every alignment up to 64 KiB: the hot path's
+        // tables give the private index of `layout::size_class`.
+        for size in 1..=(64 << 10) + 1 {
+            for a in 0..17 {
+                let align = 1usize << a;
+                let mask = layout::request_mask(size, align);
+                let want = private_index(layout::size_class(size, align));
+                let got = match table_index::<false>(mask) {
+                    Some(i) => Some(i),
+                    None => medium_index(mask),
+                };
+                if mask < CLASS_TABLE_BYTES && align >= 16 {
+                    assert_eq!(table_index::<true>(mask), Some(want), "{size} {align}");
+                }
+                if mask < MEDIUM_TABLE_BYTES {
+                    assert_eq!(got, Some(want), "size {size} align {align}");
+                } else {
+                    // Beyond the tables every class is large.
+                    assert!(got.is_none() && want + 1 >= layout::LARGE_SC as usize);
+                }
+            }
+        }
+        // Size 0 (a mask of all ones) is beyond both.
+        assert_eq!(table_index::<true>(usize::MAX), None);
+        assert_eq!(medium_index(usize::MAX), None);
+    }
 
     #[test]
     fn metadata_lives_where_no_slot_is() {

@@ -1,6 +1,6 @@
 //! Giving the memory of free slots back to the operating system.
 //!
-//! A freed slot of at least [`RELEASE_SC`] (128 MiB: blocks of more than
+//! A freed slot of at least [`RELEASE_SC`] (80 MiB: blocks of more than
 //! 64 MiB) gives every page but its first back to the kernel
 //! (`MADV_DONTNEED`) before it is pushed: the first page keeps the slot's
 //! link, the others read as zero when next touched. Smaller slots never
@@ -13,13 +13,13 @@
 //! each size class, much as glibc's heap keeps what it serves below its
 //! (adaptive) mmap threshold of at most 32 MiB.
 //!
-//! Why 128 MiB, measured: docs/decisions.md ("Which freed slots give their
+//! Why 64 MiB, measured: docs/decisions.md ("Which freed slots give their
 //! pages back").
 //!
 //! A released slot's pages past the first are zero, but nothing records
 //! it: a reused slot that must be zero is cleared ([`zeroed`](crate::zeroed)).
 
-use crate::sys;
+use crate::{layout, sys};
 
 pub use crate::layout::RELEASE_SC;
 
@@ -33,12 +33,11 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
     if sc < RELEASE_SC {
         return;
     }
-    let page = sys::page_size();
-    let size = 1usize << sc;
-    if size > page {
-        // SAFETY: `[addr + page, addr + size)` lies inside the slot, which
-        // the caller owns, and is page-aligned (slots are naturally aligned
-        // and larger than a page); the link's page stays.
-        unsafe { sys::release(sys::ptr_at(addr + page), size - page) };
+    // The whole pages after the one holding the link.
+    let (first, len) = sys::whole_pages(addr + 1, addr + layout::slot_size(sc));
+    if len > 0 {
+        // SAFETY: `[first, first + len)` lies inside the slot, which the
+        // caller owns, past the link's page, and is page-aligned.
+        unsafe { sys::release(sys::ptr_at(first), len) };
     }
 }

@@ -7,6 +7,8 @@
 //! mapping and header), and [`owns`] tells the two apart on free.
 
 pub use crate::grow::shrink_leaves_slot;
+/// Size in bytes of the slots of a size class.
+pub use crate::layout::slot_size as class_size;
 pub use crate::layout::{LARGE_SC, MAX_SC, MIN_SC, Slot, size_class};
 
 use crate::hot_path;
@@ -14,7 +16,7 @@ use crate::hot_path;
 /// Mappings of big blocks (above the largest slot), for a front end that
 /// keeps its own header below the block.
 pub use crate::big::{Mapped, map_block, remap_block, shrink_block, unmap_block};
-pub use crate::geometry::largest_sc;
+pub use crate::geometry::{largest_sc, slots_used_up};
 pub use crate::sys::page_size;
 pub use crate::zeroed::alloc_zeroed_slot;
 
@@ -28,18 +30,15 @@ pub fn alloc_slot(sc: u32, size: usize) -> Slot {
     hot_path::alloc(sc, crate::features::Request::new(size))
 }
 
-/// The hot path of allocation alone: for a request of `size` bytes aligned
-/// to `align` (a power of two), a reused slot of its size class from the
-/// calling thread's own slab, or `None` — the request is not small (below
-/// 64 KiB; size 0 is not), the thread owns no slab, or its list is empty —
-/// in which case [`alloc_slot`] finds one the longer way. Lets a front end
-/// keep its own rules and its failure handling off the hot path.
+/// The hot path of allocation: for a request of `size` bytes aligned to
+/// `align` (a power of two, at least 16: malloc's), a reused slot of its size class from the
+/// calling thread's own slab, or else `cold(size, align)` — the request is
+/// not small (below 64 KiB; size 0 is not), the thread owns no slab, or its
+/// list is empty — where the front end finds one the longer way
+/// ([`alloc_slot`]) with its own rules and failure handling.
 #[inline(always)]
-pub fn alloc_hot(size: usize, align: usize) -> Option<*mut u8> {
-    hot_path::alloc_hot(
-        crate::metadata::private_index_of(size, align),
-        crate::features::Request::new(size),
-    )
+pub fn alloc_or(size: usize, align: usize, cold: fn(usize, usize) -> *mut u8) -> *mut u8 {
+    hot_path::alloc_request::<true>(size, align, crate::features::Request::new(size), cold)
 }
 
 /// Returns a slot to its free list.
@@ -82,8 +81,7 @@ pub fn slot_size(p: *const u8) -> usize {
 /// Start of the slot containing `p` (`p` must satisfy [`owns`]).
 #[inline(always)]
 pub fn slot_start(p: *const u8) -> *const u8 {
-    let mask = hot_path::slot_size(p) - 1;
-    p.wrapping_sub(p.addr() & mask)
+    p.with_addr(crate::layout::slot_start(p.addr()))
 }
 
 /// Makes smalloc's reservation now if it does not exist yet (it is

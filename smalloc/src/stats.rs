@@ -130,7 +130,7 @@ impl Snapshot {
         geometry: Geometry::None,
         committed_bytes: 0,
         committed_regions: 0,
-        largest_slot: 1 << MAX_SC,
+        largest_slot: layout::MAX_SLOT_SIZE,
         classes: [ClassStats {
             handed_out: 0,
             free_shared: 0,
@@ -163,7 +163,9 @@ impl Snapshot {
 
     /// Bytes of `f(class)` slots over the size classes.
     fn bytes(&self, f: impl Fn(&ClassStats) -> u64) -> u64 {
-        self.used_classes().map(|(sc, c)| f(c) << sc).sum()
+        self.used_classes()
+            .map(|(sc, c)| f(c) * layout::slot_size(sc) as u64)
+            .sum()
     }
 
     /// Bytes of the slots ever handed out: the memory the heap has touched.
@@ -210,7 +212,7 @@ pub fn snapshot() -> Snapshot {
     };
     s.reservation_base = base;
     s.geometry = crate::geometry::geometry();
-    s.largest_slot = 1 << crate::geometry::largest_sc();
+    s.largest_slot = layout::slot_size(crate::geometry::largest_sc());
     if s.geometry == Geometry::Reserved {
         s.reservation_size = layout::TOTAL_SIZE;
     }
@@ -234,7 +236,8 @@ pub fn snapshot() -> Snapshot {
             ..SlabStats::default()
         };
         for sc in MIN_SC..=MAX_SC {
-            let trims = 1 << sc >= 2 * page && sc < crate::layout::RELEASE_SC;
+            let size = layout::slot_size(sc);
+            let trims = size >= 2 * page && sc < crate::layout::RELEASE_SC;
             let trimmable = trims.then_some(&mut s.trimmable_bytes);
             let mut l = read_list(slab_addr, block, sc, &mut s.walks_cut, trimmable);
             // The profile's slab has no owner: its private slots are those
@@ -246,7 +249,8 @@ pub fn snapshot() -> Snapshot {
                 continue;
             }
             let region = layout::region_addr(slab_addr, sc);
-            s.resident_bytes += sys::resident(region, (l.handed_out as usize) << sc) as u64;
+            let touched = (l.handed_out as usize * size).next_multiple_of(page);
+            s.resident_bytes += sys::resident(region, touched) as u64;
             let free = l.free_shared + l.free_private;
             let c = &mut s.classes[sc as usize];
             c.handed_out += l.handed_out;
@@ -256,8 +260,8 @@ pub fn snapshot() -> Snapshot {
             let n = features::counts(slab_addr, sc);
             c.counts.add(&n);
             st.counts.add(&n);
-            st.handed_out_bytes += l.handed_out << sc;
-            st.free_bytes += free << sc;
+            st.handed_out_bytes += l.handed_out * size as u64;
+            st.free_bytes += free * size as u64;
         }
         features::read_events(slab_addr, &mut s.events);
         s.slabs[slab] = st;
@@ -287,7 +291,8 @@ pub(crate) fn read_list(
     // these values but links, which are checked before they are followed.
     // Only committed slots are memory (on demand, a claim the kernel
     // refused may leave the tail past them).
-    let committed = (commit::committed(slab_addr, sc) >> sc).min(u32::MAX as usize) as u32;
+    let committed = (commit::committed(slab_addr, sc) / layout::slot_size_nonzero(sc))
+        .min(u32::MAX as usize) as u32;
     let claimed = shared(slab_addr, sc)
         .tail
         .load(Ordering::Relaxed)
@@ -315,7 +320,7 @@ pub(crate) fn read_list(
 }
 
 /// Counts the slots of the list starting at `first` in `region` (of slots
-/// of `2^sc` bytes, `claimed` of which were ever claimed from the tail):
+/// of size class `sc`, `claimed` of which were ever claimed from the tail):
 /// stops at the end, at a link naming no claimed slot (counted in `cut`),
 /// or after `claimed` steps. With `trimmable`, adds the resident bytes past
 /// each slot's first page to it.
@@ -327,15 +332,15 @@ fn walk(
     cut: &mut u64,
     trimmable: Option<&mut u64>,
 ) -> u64 {
-    let page = sys::page_size();
+    let size = layout::slot_size(sc);
     let mut trimmable = trimmable;
     let mut n = 0;
     let mut link = first;
     while link != 0 {
-        let offset = (link as usize - 1) * 4;
+        let offset = (link as usize).wrapping_sub(4);
         if n >= u64::from(claimed)
-            || offset & ((1 << sc) - 1) != 0
-            || offset >> sc >= claimed as usize
+            || offset >= claimed as usize * size
+            || !layout::is_slot_start(offset, sc)
         {
             *cut += 1;
             break;
@@ -343,7 +348,8 @@ fn walk(
         n += 1;
         let slot = region + offset;
         if let Some(t) = trimmable.as_deref_mut() {
-            *t += sys::resident(slot + page, (1 << sc) - page) as u64;
+            let (first, len) = sys::whole_pages(slot + 1, slot + size);
+            *t += sys::resident(first, len) as u64;
         }
         // Checked above before it is followed (a bad link of the secure
         // mode is never in range).

@@ -200,6 +200,17 @@ pub unsafe fn release(p: *mut u8, len: usize) -> bool {
     unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
 }
 
+/// The whole pages inside `[start, end)`, as `(first, len)`; `len` is 0
+/// when the range holds no whole page. Slots need not start on a page
+/// (only those whose size is a multiple of the page do).
+#[inline]
+pub fn whole_pages(start: usize, end: usize) -> (usize, usize) {
+    let page = page_size();
+    let first = start.next_multiple_of(page);
+    let last = end & !(page - 1);
+    (first, last.saturating_sub(first))
+}
+
 /// Bytes of `[addr, addr + len)` (page-aligned `addr`, inside a mapping of
 /// ours) that are resident (`mincore`); 0 if the kernel refuses.
 pub fn resident(addr: usize, len: usize) -> usize {

@@ -30,7 +30,7 @@ pub fn release(budget: usize) -> usize {
         return 0;
     };
     let page = sys::page_size();
-    let first_sc = (2 * page).trailing_zeros();
+    let first_sc = layout::class_of_mask(2 * page - 1);
     let owned = home_slab::owned();
     let mine = is_owner(owned).then(|| layout::slab_of(home_slab::owned_slab(owned)));
     let used = occupancy::ever_used() | layout::RESERVED_SLABS;
@@ -48,7 +48,7 @@ pub fn release(budget: usize) -> usize {
                 let slot = layout::slot_of_link(region, link);
                 // The take's Acquire ordered the pushes before us.
                 let next = follow_link(slot);
-                released += release_slot(slot, sc, page);
+                released += release_slot(slot, sc);
                 // SAFETY: the slot was on the list we took: ours to push
                 // back, in its own region.
                 unsafe { free_list::push(list, &SlotLink::of(slot), link) };
@@ -67,7 +67,7 @@ pub fn release(budget: usize) -> usize {
                 let mut link = head.load(Ordering::Relaxed);
                 while link != 0 {
                     let slot = layout::slot_of_link(region, link);
-                    released += release_slot(slot, sc, page);
+                    released += release_slot(slot, sc);
                     link = follow_link(slot);
                 }
                 if claimed {
@@ -82,13 +82,13 @@ pub fn release(budget: usize) -> usize {
 /// Releases the pages past the first of the free slot at `slot`, of size
 /// class `sc`, which the caller holds; returns how many bytes of them were
 /// resident.
-fn release_slot(slot: usize, sc: u32, page: usize) -> usize {
-    let (start, len) = (slot + page, (1 << sc) - page);
+fn release_slot(slot: usize, sc: u32) -> usize {
+    let (start, len) = sys::whole_pages(slot + 1, slot + layout::slot_size(sc));
     let resident = sys::resident(start, len);
     if resident != 0 {
-        // SAFETY: `[start, start + len)` is page-aligned (slots of two pages
-        // and more are) and inside a free slot the caller holds, past its
-        // link; its contents are needed by no one.
+        // SAFETY: `[start, start + len)` is page-aligned and inside a free
+        // slot the caller holds, past its link's page; its contents are
+        // needed by no one.
         unsafe { sys::release(sys::ptr_at(start), len) };
     }
     resident

@@ -22,11 +22,10 @@ pub const CLEAR_BY_RELEASE: usize = 1 << 20;
 /// one is cleared (`clear`).
 #[inline]
 pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
-    debug_assert!(size <= 1 << sc);
+    debug_assert!(size <= crate::layout::slot_size(sc));
     let Slot { ptr: p, fresh } = hot_path::alloc(sc, Request::new(size));
     if !fresh && !p.is_null() {
-        // SAFETY: the slot holds at least `size` bytes and is naturally
-        // aligned; nobody else has it.
+        // SAFETY: the slot holds at least `size` bytes; nobody else has it.
         unsafe { clear(p, size) };
     }
     // Cleared by writes, by the kernel (released pages), or never written.
@@ -37,20 +36,24 @@ pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
 /// Clears `p[..n]`, a reused slot (or a part of one). Large blocks give their
 /// whole pages back to the kernel, which makes them read as zero, instead
 /// of writing them: that is faster, and lowers the resident set instead of
-/// raising it; the partial last page is written.
+/// raising it; the partial pages at either end are written.
 ///
 /// # Safety
-/// `p[..n]` is ours to write; `p` is page-aligned when `n >=
-/// CLEAR_BY_RELEASE` (slots of at least a page are naturally aligned).
+/// `p[..n]` is ours to write.
 #[inline]
 pub unsafe fn clear(p: *mut u8, n: usize) {
     if n >= CLEAR_BY_RELEASE && !cfg!(miri) {
-        let whole = n & !(sys::page_size() - 1);
-        // SAFETY: `p[..whole]` is ours, page-aligned; releasing private
-        // anonymous pages only zeroes them.
-        if unsafe { sys::release(p, whole) } {
-            // SAFETY: the tail lies inside `p[..n]`.
-            unsafe { ptr::write_bytes(p.add(whole), 0, n - whole) };
+        let (first, len) = sys::whole_pages(p.addr(), p.addr() + n);
+        let head = first - p.addr();
+        // SAFETY: `[first, first + len)` lies in `p[..n]`, which is ours,
+        // and is page-aligned; releasing private anonymous pages only
+        // zeroes them.
+        if unsafe { sys::release(p.add(head), len) } {
+            // SAFETY: both partial pages lie inside `p[..n]`.
+            unsafe {
+                ptr::write_bytes(p, 0, head);
+                ptr::write_bytes(p.add(head + len), 0, n - head - len);
+            }
             return;
         }
     }

@@ -1,9 +1,10 @@
 //! Without the secure mode, a use-after-free write that corrupts a free
 //! slot's link still cannot make the allocator hand out memory outside the
-//! slot's region: a link is a 32-bit count of 4-byte units from the start
-//! of its (slab, size class) region, and a region is 2^34 bytes, so every
+//! slot's region: a link is a slot's 32-bit offset from the start of its
+//! (slab, size class) region, plus 4, and a region is 2^32 bytes, so every
 //! value a link can hold names an address inside the region (at no cost:
-//! there is nothing to mask). What such a write can still do is name a
+//! there is nothing to mask; the values 1 to 3, which no slot has, name up
+//! to 3 bytes before it). What such a write can still do is name a
 //! place inside the region that is not a free slot; the secure mode
 //! (tests/secure.rs) catches that.
 #![cfg(not(any(feature = "secure", miri, smalloc_tsan)))]
@@ -19,11 +20,11 @@ static A: Smalloc = Smalloc::new();
 #[test]
 fn a_corrupted_link_stays_in_its_region() {
     let l = Layout::from_size_align(64, 8).unwrap();
-    // Links of 64-byte slots (a multiple of 16 units, plus one), up to the
-    // largest a link can hold: far past every slot ever handed out. (A
-    // misaligned one would name a place inside a slot: the hot path's
-    // debug assertions stop that in a debug build.)
-    for bad in [0xffff_fff1, 0x8000_0001, 0x1234_5671, 0x11] {
+    // Links of 64-byte slots (a multiple of 64, plus 4), up to the largest
+    // a link can hold: far past every slot ever handed out. (A misaligned
+    // one would name a place inside a slot: the hot path's debug
+    // assertions stop that in a debug build.)
+    for bad in [0xffff_ffc4, 0x8000_0004, 0x1234_5644, 0x44] {
         // SAFETY: a non-zero layout.
         let p = unsafe { A.alloc(l) };
         // SAFETY: `p` is ours; it is freed once, then its link overwritten

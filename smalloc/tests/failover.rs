@@ -1,21 +1,24 @@
 //! Slab exhaustion: a thread whose slab runs out of a size class gets its
 //! slots from another slab of the same size class, keeping the slab it owns
 //! for everything else; when every slab of the size class is empty it gets
-//! slots of the next larger size class; when nothing is left, null.
+//! slots of the next larger size class; when no slot is left, a mapping of
+//! its own.
 
 use std::alloc::{GlobalAlloc, Layout};
 
 use smalloc::Smalloc;
-use smalloc::layout::{MAX_SC, THREAD_SLABS, num_slots, sc_of, slab_of};
+use smalloc::layout::{MAX_SC, MAX_SLOT_SIZE, THREAD_SLABS, num_slots, sc_of, slab_of, slot_size};
 
 static A: Smalloc = Smalloc::new();
 
 #[test]
 fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
-    // 1 GiB slots: few per slab, and allocating them touches nothing.
+    // The class below the largest (1.75 GiB): two slots per slab, and
+    // allocating them touches nothing.
     let sc = MAX_SC - 1;
     let per_slab = num_slots(sc) as usize;
-    let l = Layout::from_size_align(1 << sc, 1).unwrap();
+    let size = slot_size(sc);
+    let l = Layout::from_size_align(size, 1).unwrap();
     let mut got = Vec::new();
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let first = unsafe { A.alloc(l) };
@@ -70,20 +73,29 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
         assert_eq!(sc_of(p.addr()), MAX_SC);
         bigger.push(p);
     }
-    // Nothing left at all: null, not a crash.
-    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    assert!(unsafe { A.alloc(l) }.is_null());
-    let top_l = Layout::from_size_align(1 << MAX_SC, 1).unwrap();
-    // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
-    assert!(unsafe { A.alloc(top_l) }.is_null());
+    // No slot left at all: a mapping of its own (as a block above the
+    // largest slot gets), usable, not a crash or null.
+    let top_l = Layout::from_size_align(MAX_SLOT_SIZE, 1).unwrap();
+    for l in [l, top_l] {
+        // SAFETY: a non-zero layout; the block is written inside its size
+        // and freed with its layout.
+        unsafe {
+            let m = A.alloc(l);
+            assert!(!m.is_null() && !A.owns_slot(m), "{l:?}");
+            m.write(1);
+            m.add(l.size() - 1).write(2);
+            assert_eq!((m.read(), m.add(l.size() - 1).read()), (1, 2));
+            A.dealloc(m, l);
+        }
+    }
 
     // Touch a few of them for real: first and last byte.
     for &p in got.iter().step_by(37).chain(bigger.iter().step_by(29)) {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe {
             p.write(0xa5);
-            p.add((1 << sc) - 1).write(0x5a);
-            assert_eq!((p.read(), p.add((1 << sc) - 1).read()), (0xa5, 0x5a));
+            p.add(size - 1).write(0x5a);
+            assert_eq!((p.read(), p.add(size - 1).read()), (0xa5, 0x5a));
         }
     }
 
@@ -98,14 +110,15 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
 #[test]
 #[cfg_attr(miri, ignore = "half a million allocations: too slow under Miri")]
 fn a_small_size_class_runs_out_on_the_hot_path_and_fails_over() {
-    // 32 KiB slots: the largest size class of the hot path, with the
-    // fewest slots per region (2^19). Allocating them touches nothing.
+    // 56 KiB slots: the largest size class of the hot path, with the
+    // fewest slots per region (74,898). Allocating them touches nothing.
     // The hot path notices the end of the region with the same test that
     // notices new memory; the allocation after the last slot must come
     // from another slab, not from past the region's end.
     let sc = smalloc::layout::LARGE_SC - 1;
     let n = num_slots(sc) as usize;
-    let l = Layout::from_size_align(1 << sc, 8).unwrap();
+    let size = slot_size(sc);
+    let l = Layout::from_size_align(size, 8).unwrap();
     // SAFETY: a non-zero layout.
     let first = unsafe { A.alloc(l) };
     let home = slab_of(first.addr());
@@ -123,13 +136,13 @@ fn a_small_size_class_runs_out_on_the_hot_path_and_fails_over() {
     assert_ne!(slab_of(next.addr()), home);
     assert_eq!(sc_of(next.addr()), sc);
     // Both ends of the home region hold writable, distinct slots.
-    // SAFETY: live blocks of `1 << sc` bytes.
+    // SAFETY: live blocks of `size` bytes.
     unsafe {
         first.write(1);
-        last.add((1 << sc) - 1).write(2);
+        last.add(size - 1).write(2);
         next.write(3);
         assert_eq!(
-            (first.read(), last.add((1 << sc) - 1).read(), next.read()),
+            (first.read(), last.add(size - 1).read(), next.read()),
             (1, 2, 3)
         );
     }

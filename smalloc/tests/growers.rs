@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use devutils::{check, fill};
 use smalloc::Smalloc;
-use smalloc::layout::{MAX_SC, MAX_SLOT_SIZE, sc_of};
+use smalloc::layout::{MAX_SLOT_SIZE, sc_of, slot_size};
 
 static A: Smalloc = Smalloc::new();
 
@@ -30,33 +30,33 @@ unsafe fn check_then_refill(q: *mut u8, size: usize, new: usize) {
 fn growth_jumps_to_the_grower_size_classes() {
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let p = unsafe { A.alloc(l(10)) };
-    assert_eq!(sc_of(p.addr()), 4);
+    assert_eq!(slot_size(sc_of(p.addr())), 16);
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     unsafe { fill(p, 10, 10) };
-    // (new size, size class it must land in)
-    let steps: &[(usize, u32)] = &[
-        (16, 4),       // still fits: in place
-        (40, 6),       // needs 64 B: grower 64 B
-        (100, 7),      // grower 128 B
-        (200, 12),     // needs 256 B: grower 4 KiB
-        (3000, 12),    // fits: in place
-        (5000, 14),    // grower 16 KiB
-        (20_000, 16),  // grower 64 KiB
-        (100_000, 18), // grower 256 KiB
-        (300_000, 21), // grower 2 MiB
-        (2_000_000, 21),
-        (3 << 20, 22), // past the growers: exact size class
-        (9 << 20, 24),
+    // (new size, size of the slot it must land in)
+    let steps: &[(usize, usize)] = &[
+        (16, 16),             // still fits: in place
+        (40, 64),             // needs 48 B: grower 64 B
+        (100, 128),           // grower 128 B
+        (200, 4096),          // needs 224 B: grower 4 KiB
+        (3000, 4096),         // fits: in place
+        (5000, 16 << 10),     // grower 16 KiB
+        (20_000, 64 << 10),   // grower 64 KiB
+        (100_000, 256 << 10), // grower 256 KiB
+        (300_000, 2 << 20),   // grower 2 MiB
+        (2_000_000, 2 << 20), // fits: in place
+        (3 << 20, 3 << 20),   // past the growers: its own size class
+        (9 << 20, 10 << 20),  // (8, 10, 12 MiB: a quarter apart)
     ];
     let mut p = p;
     let mut size = 10;
     // Under Miri's small geometry, the steps that still land in a slot.
-    for &(new, sc) in steps.iter().take_while(|&&(_, sc)| sc <= MAX_SC) {
+    for &(new, slot) in steps.iter().take_while(|&&(_, slot)| slot <= MAX_SLOT_SIZE) {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         let q = unsafe { A.realloc(p, l(size), new) };
         assert!(!q.is_null());
-        assert_eq!(sc_of(q.addr()), sc, "realloc {size} -> {new}");
-        if sc_of(p.addr()) == sc {
+        assert_eq!(slot_size(sc_of(q.addr())), slot, "realloc {size} -> {new}");
+        if slot_size(sc_of(p.addr())) == slot {
             assert_eq!(q, p, "{size} -> {new} fits the slot and must stay");
         }
         // SAFETY: `q` is the live block realloc returned for `new` bytes.
@@ -114,11 +114,12 @@ fn shrink_stays_in_place_until_an_eighth_of_a_large_slot() {
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert_eq!(unsafe { A.realloc(p, l(size), top) }, p);
     size = top;
-    // To 1000 bytes: a 1 KiB slot, with the first 1000 bytes.
+    // To 1000 bytes: a 1 KiB slot (the class of 1000 bytes), with the first
+    // 1000 bytes.
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let q = unsafe { A.realloc(p, l(size), 1000) };
     assert_ne!(q, p);
-    assert_eq!(sc_of(q.addr()), 10);
+    assert_eq!(slot_size(sc_of(q.addr())), 1024);
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert_eq!(unsafe { check(q, 1000, 9) }, Ok(()));
     // The slot given up serves the next request of its size class.

@@ -360,7 +360,7 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
     t.join().unwrap();
 }
 
-/// 128 KiB slots: large, below the release size.
+/// 112 KiB slots: large, below the release size.
 const LARGE: usize = 100_000;
 
 #[test]
@@ -369,7 +369,7 @@ fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
     free(alloc());
     let slab = hooks::owned_slab().unwrap();
     let sc = smalloc::layout::size_class(LARGE, 8);
-    let cap = (hooks::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let cap = (hooks::PRIVATE_LARGE_BYTES / smalloc::layout::slot_size(sc)).max(1);
     let blocks = alloc_filled_of(cap + 5, LARGE);
     let before = hooks::list_usage(slab, sc).shared_frees;
     check_and_free_of(blocks, LARGE);
@@ -386,7 +386,7 @@ fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
 fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {
     free(alloc());
     let sc = smalloc::layout::size_class(LARGE, 8);
-    let n = (hooks::PRIVATE_LARGE_BYTES >> sc).max(1);
+    let n = (hooks::PRIVATE_LARGE_BYTES / smalloc::layout::slot_size(sc)).max(1);
     // B's own list of the class is empty: A's private slots are taken
     // (borrowed under a short claim) before new memory.
     let (first, _, now, reused) = after_a_left_slab(n, LARGE);

@@ -473,9 +473,11 @@ fn stacks_alike_but_for_one_frame_are_told_apart() {
     }
 }
 
-/// 100,000-byte blocks: slots of 128 KiB (size class 17), which nothing
-/// else in these tests uses.
-const KEPT_SC: usize = 17;
+/// 100,000-byte blocks: slots of 112 KiB, a size class nothing else in
+/// these tests uses.
+fn kept_sc() -> usize {
+    smalloc::layout::size_class(100_000, 1) as usize
+}
 
 fn hundred_k(n: usize) -> Vec<Box<[u8]>> {
     (0..n)
@@ -483,10 +485,10 @@ fn hundred_k(n: usize) -> Vec<Box<[u8]>> {
         .collect()
 }
 
-/// Class 17's slots: live, free in records (the profile slab's private
-/// slots), free on the shared lists, ever handed out.
-fn class_17(s: &smalloc::stats::Snapshot) -> (u64, u64, u64, u64) {
-    let c = &s.classes[KEPT_SC];
+/// The 112 KiB class's slots: live, free in records (the profile slab's
+/// private slots), free on the shared lists, ever handed out.
+fn class_112k(s: &smalloc::stats::Snapshot) -> (u64, u64, u64, u64) {
+    let c = &s.classes[kept_sc()];
     (c.live(), c.free_private, c.free_shared, c.handed_out)
 }
 
@@ -503,18 +505,18 @@ fn kept_slots_count_as_free_pass_to_later_samples_and_go_to_the_shared_list_on_t
     let (during, freed) = t.join().unwrap();
     // Live; then free, kept by the thread's record; still kept once the
     // thread has ended (its record free, for the next thread).
-    assert_eq!(class_17(&during), (6, 0, 0, 6));
-    assert_eq!(class_17(&freed), (0, 6, 0, 6));
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 6, 0, 6));
+    assert_eq!(class_112k(&during), (6, 0, 0, 6));
+    assert_eq!(class_112k(&freed), (0, 6, 0, 6));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 6, 0, 6));
     // Sampled again, on this thread: the same six slots (not new memory),
     // then kept by this thread's record.
     let again = hundred_k(6);
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (6, 0, 0, 6));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (6, 0, 0, 6));
     drop(again);
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 6, 0, 6));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 6, 0, 6));
     // A trim puts them on the shared list (and gives their pages back).
     smalloc::stats::trim(0);
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 0, 6, 6));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 0, 6, 6));
     profile::stop();
 }
 
@@ -534,14 +536,14 @@ fn a_fork_child_frees_the_records_of_the_threads_it_has_not() {
         }
     });
     kept.wait();
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 5, 0, 5));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 5, 0, 5));
     // SAFETY: the child allocates (smalloc serves a fork child), takes
     // snapshots and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // The thread's record is free here: its slots serve these samples.
         let v = hundred_k(5);
-        let code = match class_17(&smalloc::stats::snapshot()) {
+        let code = match class_112k(&smalloc::stats::snapshot()) {
             (5, 0, 0, 5) => 0,
             (5, 5, 0, 10) => 2,
             _ => 3,
@@ -557,7 +559,7 @@ fn a_fork_child_frees_the_records_of_the_threads_it_has_not() {
     // taken.
     assert_eq!(libc::WEXITSTATUS(status), 0, "child status {status:#x}");
     // The parent's thread still keeps them.
-    assert_eq!(class_17(&smalloc::stats::snapshot()), (0, 5, 0, 5));
+    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 5, 0, 5));
     go.wait();
     t.join().unwrap();
     profile::stop();

@@ -83,9 +83,17 @@ fn random_layout(rng: &mut Rng) -> Layout {
     Layout::from_size_align(size, align).unwrap()
 }
 
-fn run(seed: u64, ops: usize) {
+/// Runs `ops` random operations; returns which size classes the blocks
+/// handed out were in.
+fn run(seed: u64, ops: usize) -> [bool; 128] {
     let mut rng = Rng::new(seed);
     let mut shadow = Shadow::new();
+    let mut reached = [false; 128];
+    let mut reach = |p: *mut u8| {
+        if A.owns_slot(p) {
+            reached[smalloc::layout::sc_of(p.addr()) as usize] = true;
+        }
+    };
     for i in 0..ops {
         let tag = (seed << 32) + i as u64;
         match rng.below(10) {
@@ -101,6 +109,7 @@ fn run(seed: u64, ops: usize) {
                     }
                 };
                 assert!(!p.is_null(), "{l:?}");
+                reach(p);
                 if zeroed {
                     let n = l.size().min(FULL_CHECK_LIMIT);
                     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
@@ -133,6 +142,7 @@ fn run(seed: u64, ops: usize) {
                     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     let q = unsafe { A.realloc(ptr_of(&b), l, new_size) };
                     assert!(!q.is_null());
+                    reach(q);
                     // What survives: all of a fully filled block up to the
                     // new size; the head of a sparsely filled one.
                     let kept = if b.size <= FULL_CHECK_LIMIT {
@@ -166,16 +176,33 @@ fn run(seed: u64, ops: usize) {
             )
         };
     }
+    reached
+}
+
+/// Every size class from the smallest to that of the medium band's top
+/// was handed out (a class above it may have been served by a larger one).
+fn assert_every_class_reached(reached: &[bool; 128]) {
+    use smalloc::layout::{MIN_SC, size_class, slot_size};
+    if cfg!(miri) {
+        return;
+    }
+    for sc in MIN_SC..=size_class(MEDIUM, 1) {
+        assert!(
+            reached[sc as usize],
+            "class {sc} ({} B) never handed out",
+            slot_size(sc)
+        );
+    }
 }
 
 #[test]
 fn random_sequence_seed_1() {
-    run(1, OPS);
+    assert_every_class_reached(&run(1, OPS));
 }
 
 #[test]
 fn random_sequence_seed_2() {
-    run(2, OPS);
+    assert_every_class_reached(&run(2, OPS));
 }
 
 #[test]

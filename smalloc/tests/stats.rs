@@ -21,6 +21,11 @@ fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, 8).unwrap()
 }
 
+/// The size class of `layout(size)`, as an index of `Snapshot::classes`.
+fn class(size: usize) -> usize {
+    smalloc::layout::size_class(size, 8) as usize
+}
+
 /// A block of `size` bytes filled with `tag`'s pattern.
 fn alloc(size: usize, tag: u64) -> *mut u8 {
     // SAFETY: a non-zero layout.
@@ -77,13 +82,22 @@ fn a_heap_that_never_allocated_is_empty() {
 
 #[test]
 fn exact_after_known_operations_on_one_thread() {
-    // (size, size class, count, how many to free)
+    // (size, size class, count, how many to free): powers of two, and
+    // classes between them (112 B, 20 KiB, 1.25 MiB)
     let plan = [
-        (32, 5, 1000, 400),
-        (8 << 10, 13, 50, 20),
-        (64 << 10, 16, 2, 1),
-        (1 << 20, 20, 4, 1),
+        (32, class(32), 1000, 400),
+        (100, class(100), 300, 100),
+        (8 << 10, class(8 << 10), 50, 20),
+        (20_000, class(20_000), 10, 3),
+        (64 << 10, class(64 << 10), 2, 1),
+        (1 << 20, class(1 << 20), 4, 1),
+        ((1 << 20) + 1, class((1 << 20) + 1), 2, 1),
     ];
+    let slot = |sc: usize| smalloc::layout::slot_size(sc as u32) as u64;
+    assert_eq!(
+        plan.map(|(_, sc, _, _)| slot(sc)),
+        [32, 112, 8192, 20 << 10, 64 << 10, 1 << 20, 1280 << 10]
+    );
     let mut blocks = Vec::new();
     for (size, _, n, _) in plan {
         for i in 0..n {
@@ -114,16 +128,23 @@ fn exact_after_known_operations_on_one_thread() {
     }
     assert_eq!(s.counters, cfg!(feature = "counters"));
     assert_eq!(s.used_classes().count(), plan.len());
-    let live: u64 = plan.iter().map(|&(_, sc, n, k)| (n - k) << sc).sum();
+    let live: u64 = plan.iter().map(|&(_, sc, n, k)| (n - k) * slot(sc)).sum();
     assert_eq!(s.live_bytes(), live);
     assert_eq!(s.live_slots(), plan.iter().map(|&(_, _, n, k)| n - k).sum());
     assert_eq!((s.big_count, s.big_bytes), (1, 3 << 30));
-    // The pages past the first of the freed 8 KiB, 64 KiB and 1 MiB slots.
-    let trimmable = 20 * (8192 - PAGE) + ((64 << 10) - PAGE) + ((1 << 20) - PAGE);
+    // The pages past the first of the freed 8 KiB, 20 KiB, 64 KiB, 1 MiB
+    // and 1.25 MiB slots (all whole pages), as far as they were written
+    // (the last only up to its block's 1 MiB + 1 byte).
+    let trimmable = 20 * (8192 - PAGE)
+        + 3 * ((20 << 10) - PAGE)
+        + ((64 << 10) - PAGE)
+        + ((1 << 20) - PAGE)
+        + ((1 << 20) + 1u64).next_multiple_of(PAGE)
+        - PAGE;
     assert_eq!(s.trimmable_bytes, trimmable);
     // Every page of the blocks up to 64 KiB was written (the sparse fill
     // writes a word in every page up to there), and no page beyond the slots.
-    let handed_out: u64 = plan.iter().map(|&(_, sc, n, _)| n << sc).sum();
+    let handed_out: u64 = plan.iter().map(|&(_, sc, n, _)| n * slot(sc)).sum();
     assert_eq!(s.handed_out_bytes(), handed_out);
     let written = (1000 * 32u64).next_multiple_of(PAGE) + 50 * 8192 + 2 * 65536;
     assert!(
@@ -173,14 +194,14 @@ fn exact_after_threads_join_with_cross_thread_frees() {
         .collect();
     let handed: Vec<Vec<(usize, u64)>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let before = stats::snapshot();
-    let c = before.classes[6];
+    let c = before.classes[class(48)];
     assert_eq!(c.handed_out, THREADS as u64 * EACH);
     assert_eq!(c.free(), THREADS as u64 * 100);
     for (p, tag) in handed.into_iter().flatten() {
         free(p as *mut u8, 48, tag);
     }
     let s = stats::snapshot();
-    let c = s.classes[6];
+    let c = s.classes[class(48)];
     assert_eq!(c.handed_out, THREADS as u64 * EACH);
     assert_eq!(c.free(), THREADS as u64 * 250);
     assert_eq!(c.live(), THREADS as u64 * 250);
@@ -220,27 +241,32 @@ fn the_report_carries_the_snapshots_numbers() {
     };
     assert_eq!(
         number("Bytes in use by the application (whole slots)"),
-        200 * 128
+        200 * 112
     );
-    assert_eq!(number("Bytes in freed slots on smalloc's lists"), 100 * 128);
-    assert_eq!(number("Bytes of slots ever handed out"), 300 * 128);
+    assert_eq!(number("Bytes in freed slots on smalloc's lists"), 100 * 112);
+    assert_eq!(number("Bytes of slots ever handed out"), 300 * 112);
     assert_eq!(number("Slots in use"), 200);
     assert_eq!(number("Freed slots on lists"), 100);
+    // 100-byte blocks live in 112-byte slots.
+    let sc = class(100).to_string();
     let row = text
         .lines()
-        .find(|l| l.split_whitespace().next() == Some("7"))
-        .unwrap_or_else(|| panic!("no row for class 7 in\n{text}"));
+        .find(|l| l.split_whitespace().next() == Some(&sc))
+        .unwrap_or_else(|| panic!("no row for class {sc} in\n{text}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells[..5], ["7", "128", "B", "300", "200"], "{row}");
+    assert_eq!(cells[..5], [&sc, "112", "B", "300", "200"], "{row}");
     // The counters' part, only when they are compiled in.
     assert_eq!(text.contains("Event first-alloc"), s.counters, "{text}");
     if s.counters {
         assert_eq!(number("Allocations"), 300);
         assert_eq!(number("Frees"), 100);
         assert_eq!(number("slot's slab (remote)"), 0);
-        let rows: Vec<_> = text.lines().filter(|l| l.starts_with("    7 ")).collect();
+        let rows: Vec<_> = text
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(&sc))
+            .collect();
         let cells: Vec<&str> = rows[1].split_whitespace().collect();
-        assert_eq!(cells, ["7", "128", "B", "300", "100", "0", "0"], "{text}");
+        assert_eq!(cells, [&sc, "112", "B", "300", "100", "0", "0"], "{text}");
     }
 }
 
@@ -280,7 +306,7 @@ fn trim_gives_back_freed_pages_and_the_slots_stay_usable() {
     assert!(after.resident_bytes + released as u64 <= before.resident_bytes + PAGE * 4);
     // The lists are intact (the trim's own pushes back count as shared
     // frees): the same slots come back, usable and distinct.
-    let (b, a) = (before.classes[18], after.classes[18]);
+    let (b, a) = (before.classes[class(SIZE)], after.classes[class(SIZE)]);
     assert_eq!((a.handed_out, a.free()), (b.handed_out, b.free()));
     let again: HashSet<usize> = (0..N)
         .map(|i| alloc(SIZE, 1000 + i as u64) as usize)
@@ -396,7 +422,7 @@ fn a_snapshot_of_a_million_live_blocks() {
     let start = Instant::now();
     let s = stats::snapshot();
     let took = start.elapsed();
-    assert_eq!(s.classes[5].live(), 500_000);
-    assert_eq!(s.classes[5].free(), 500_000);
+    assert_eq!(s.classes[class(24)].live(), 500_000);
+    assert_eq!(s.classes[class(24)].free(), 500_000);
     eprintln!("snapshot of 500000 live and 500000 freed 32-byte slots: {took:?}");
 }

@@ -18,7 +18,7 @@ use std::alloc::{GlobalAlloc, Layout};
 
 use devutils::{check, check_sparse, fill, fill_sparse};
 use smalloc::Smalloc;
-use smalloc::layout::{MAX_SC, sc_of};
+use smalloc::layout::{MAX_SLOT_SIZE, sc_of, slot_size};
 
 #[global_allocator]
 static A: Smalloc = Smalloc::new();
@@ -30,21 +30,26 @@ fn l(size: usize) -> Layout {
     Layout::from_size_align(size, 8).unwrap()
 }
 
-/// Whether a block of size class `sc` is where a request for size class
-/// `want` may land: exactly there below 64 KiB, up to two classes larger
-/// from 64 KiB on (a borrowed freed slot).
-fn lands_in(sc: u32, want: u32) -> bool {
-    if want < smalloc::layout::LARGE_SC {
-        sc == want
+/// Size of the slot holding `p`.
+fn slot_of(p: *const u8) -> usize {
+    slot_size(sc_of(p.addr()))
+}
+
+/// Whether a block in a slot of `slot` bytes is where a request for a slot
+/// of `want` bytes may land: exactly there below 64 KiB, in a slot of up to
+/// four times that from 64 KiB on (a borrowed freed slot).
+fn lands_in(slot: usize, want: usize) -> bool {
+    if want < 64 * KIB {
+        slot == want
     } else {
-        (want..=want + 2).contains(&sc)
+        (want..=4 * want).contains(&slot)
     }
 }
 
 /// Doubles a block from `start` bytes to `top`, filling it completely with
 /// a pattern and checking all of it after every realloc. Returns, for each
-/// step, (new size, size class, whether the block moved).
-fn double(start: usize, top: usize) -> Vec<(usize, u32, bool)> {
+/// step, (new size, slot size, whether the block moved).
+fn double(start: usize, top: usize) -> Vec<(usize, usize, bool)> {
     let mut steps = Vec::new();
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     let mut p = unsafe { A.alloc(l(start)) };
@@ -62,7 +67,7 @@ fn double(start: usize, top: usize) -> Vec<(usize, u32, bool)> {
         assert_eq!(kept, Ok(()), "{size} -> {new}: contents lost");
         // SAFETY: as above.
         unsafe { fill(q, new, new as u64) };
-        steps.push((new, sc_of(q.addr()), q != p));
+        steps.push((new, slot_of(q), q != p));
         p = q;
         size = new;
     }
@@ -72,7 +77,7 @@ fn double(start: usize, top: usize) -> Vec<(usize, u32, bool)> {
 }
 
 /// The moves of `steps` (from [`double`]) at sizes above 64 KiB.
-fn moves_past_64_kib(steps: &[(usize, u32, bool)]) -> Vec<(usize, u32)> {
+fn moves_past_64_kib(steps: &[(usize, usize, bool)]) -> Vec<(usize, usize)> {
     steps
         .iter()
         .filter(|s| s.2 && s.0 > 64 * KIB)
@@ -104,24 +109,24 @@ fn a_doubling_block_jumps_to_2_mib_once_and_grows_there() {
     // comes at 256 or 512 KiB.)
     let moves = moves_past_64_kib(&steps);
     assert!(
-        moves[0].0 <= 512 * KIB && lands_in(moves[0].1, 21),
+        moves[0].0 <= 512 * KIB && lands_in(moves[0].1, 2 * MIB),
         "{moves:?}"
     );
     assert!(moves[1..].iter().all(|m| m.0 > 2 * MIB), "{moves:?}");
-    for &(size, sc, _) in &steps {
+    for &(size, slot, _) in &steps {
         let want = match size {
             // The secure mode's first slot, 16 bytes, holds it.
-            ..=16 if cfg!(feature = "secure") => 4,
-            ..=64 => 6,
-            65..=128 => 7,
-            129..=4096 => 12,
-            4097..=16384 => 14,
-            16385..=65536 => 16,
-            _ => smalloc::layout::size_class(size, 8).max(21),
+            ..=16 if cfg!(feature = "secure") => 16,
+            ..=64 => 64,
+            65..=128 => 128,
+            129..=4096 => 4096,
+            4097..=16384 => 16384,
+            16385..=65536 => 65536,
+            _ => slot_size(smalloc::layout::size_class(size, 8)).max(2 * MIB),
         };
         // Up to 512 KiB it may still be in the 64 KiB rung's borrowed slot.
-        let ok = lands_in(sc, want) || (size <= 512 * KIB && lands_in(sc, 16));
-        assert!(ok, "{size}: class {sc}, want {want}");
+        let ok = lands_in(slot, want) || (size <= 512 * KIB && lands_in(slot, 64 * KIB));
+        assert!(ok, "{size}: slot {slot}, want {want}");
     }
 }
 
@@ -133,18 +138,18 @@ fn a_doubling_block_of_24_byte_elements_jumps_too() {
     let steps = double(12 * KIB, 1536 * KIB);
     let moves = moves_past_64_kib(&steps);
     assert_eq!(moves.len(), 1, "{steps:?}");
-    assert!(lands_in(moves[0].1, 21), "{steps:?}");
+    assert!(lands_in(moves[0].1, 2 * MIB), "{steps:?}");
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "no 2 MiB slots in Miri's geometry")]
 fn growth_that_is_not_doubling_keeps_the_ladder() {
-    for (from, to, sc) in [
-        (64 * KIB, 128 * KIB + 8, 18), // more than twice
-        (64 * KIB, 96 * KIB, 18),      // 1.5x
-        (40 * KIB, 128 * KIB + 8, 18),
-        (32 * KIB, 64 * KIB, 16), // doubling, but not past 64 KiB
-        (16 * KIB, 32 * KIB, 16),
+    for (from, to, slot) in [
+        (64 * KIB, 128 * KIB + 8, 256 * KIB), // more than twice
+        (64 * KIB, 96 * KIB, 256 * KIB),      // 1.5x
+        (40 * KIB, 128 * KIB + 8, 256 * KIB),
+        (32 * KIB, 64 * KIB, 64 * KIB), // doubling, but not past 64 KiB
+        (16 * KIB, 32 * KIB, 64 * KIB),
     ] {
         // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
         unsafe {
@@ -153,9 +158,9 @@ fn growth_that_is_not_doubling_keeps_the_ladder() {
             let q = A.realloc(p, l(from), to);
             // (Unless `p` got a borrowed slot large enough to stay in.)
             if q != p {
-                assert!(lands_in(sc_of(q.addr()), sc), "{from} -> {to}");
+                assert!(lands_in(slot_of(q), slot), "{from} -> {to}");
             }
-            assert!(sc_of(q.addr()) < 21, "{from} -> {to}");
+            assert!(slot_of(q) < 2 * MIB, "{from} -> {to}");
             assert_eq!(check(q, from, 3), Ok(()));
             A.dealloc(q, l(to));
         }
@@ -171,11 +176,11 @@ fn growing_inside_a_large_slot_never_moves_and_shrinking_still_does() {
         // or later from a borrowed larger slot).
         let mut size = 16 * KIB;
         let mut p = A.alloc(l(size));
-        while sc_of(p.addr()) < 21 {
+        while slot_of(p) < 2 * MIB {
             p = A.realloc(p, l(size), 2 * size);
             size *= 2;
         }
-        assert!(size <= 512 * KIB && lands_in(sc_of(p.addr()), 21), "{size}");
+        assert!(size <= 512 * KIB && lands_in(slot_of(p), 2 * MIB), "{size}");
         fill(p, size, 2);
         let kept = size;
         // Growing to sizes of an eighth of the slot or less, and more, by
@@ -191,7 +196,7 @@ fn growing_inside_a_large_slot_never_moves_and_shrinking_still_does() {
         // Shrinking to an eighth or less leaves the 2 MiB slot.
         let q = A.realloc(p, l(size), 100 * KIB);
         assert_ne!(q, p);
-        assert!(lands_in(sc_of(q.addr()), 17));
+        assert!(lands_in(slot_of(q), 112 * KIB));
         assert_eq!(check(q, 100 * KIB, 2), Ok(()));
         A.dealloc(q, l(100 * KIB));
     }
@@ -211,7 +216,7 @@ fn a_pushed_vec_moves_to_2_mib_once_and_keeps_its_bytes() {
         v.push(i as u8 ^ (i >> 8) as u8);
         if v.as_ptr() != last {
             last = v.as_ptr();
-            moves.push((v.capacity(), sc_of(last.addr())));
+            moves.push((v.capacity(), slot_of(last)));
         }
     }
     assert!(
@@ -220,7 +225,7 @@ fn a_pushed_vec_moves_to_2_mib_once_and_keeps_its_bytes() {
             .all(|(i, &b)| b == i as u8 ^ (i >> 8) as u8)
     );
     let late: Vec<_> = moves.iter().filter(|m| m.0 > 64 * KIB).collect();
-    assert!(late.len() == 1 && lands_in(late[0].1, 21), "{moves:?}");
+    assert!(late.len() == 1 && lands_in(late[0].1, 2 * MIB), "{moves:?}");
 
     let mut w: Vec<[u64; 3]> = Vec::new();
     let mut moves = Vec::new();
@@ -229,7 +234,7 @@ fn a_pushed_vec_moves_to_2_mib_once_and_keeps_its_bytes() {
         w.push([i, !i, i * 3]);
         if w.as_ptr() != last {
             last = w.as_ptr();
-            moves.push((w.capacity() * 24, sc_of(last.addr())));
+            moves.push((w.capacity() * 24, slot_of(last.cast())));
         }
     }
     assert!(
@@ -238,13 +243,13 @@ fn a_pushed_vec_moves_to_2_mib_once_and_keeps_its_bytes() {
             .all(|(i, e)| *e == [i as u64, !(i as u64), i as u64 * 3])
     );
     let late: Vec<_> = moves.iter().filter(|m| m.0 > 64 * KIB).collect();
-    assert!(late.len() == 1 && lands_in(late[0].1, 21), "{moves:?}");
+    assert!(late.len() == 1 && lands_in(late[0].1, 2 * MIB), "{moves:?}");
 }
 
 #[test]
 fn growing_blocks_keep_their_contents_up_to_64_mib() {
     // Doubling and not doubling, through the exact size classes above
-    // 2 MiB and the released ones (128 MiB slots: not reached) and, under
+    // 2 MiB and the released ones (80 MiB slots and more: not reached) and, under
     // Miri, past the largest slot into big mappings.
     let top = if cfg!(miri) { 128 * KIB } else { 64 * MIB };
     for start in [1, 24, 3000, 100 * KIB + 8] {
@@ -276,7 +281,7 @@ fn growing_blocks_keep_their_contents_up_to_64_mib() {
             A.dealloc(p, l(size));
         }
     }
-    if MAX_SC >= 21 {
+    if MAX_SLOT_SIZE >= 2 * MIB {
         let _ = double(8, 16 * MIB);
     }
 }

@@ -1,8 +1,8 @@
 /* The event counters of a library built with the `counters` feature, seen
  * in its report at exit: a thread allocates 1000 blocks of 6000 bytes (the
- * 8 KiB size class), frees 300 itself and hands 200 to the main thread,
+ * 6 KiB size class), frees 300 itself and hands 200 to the main thread,
  * which frees them (remote frees); 500 stay live. calloc, posix_memalign,
- * aligned_alloc and a moving realloc in the 32 KiB size class, all freed. */
+ * aligned_alloc and a moving realloc in the 20 KiB size class, all freed. */
 #include "check.h"
 
 #include <pthread.h>

@@ -32,7 +32,7 @@ int main(void) {
     void *big = malloc(big_size);
     CHECK(big != NULL);
     struct mallinfo2 b = mallinfo2();
-    CHECK(b.uordblks - a.uordblks == N * 128); /* 100 bytes: a 128-byte slot */
+    CHECK(b.uordblks - a.uordblks == N * 112); /* 100 bytes: a 112-byte slot */
     CHECK(b.hblks == a.hblks + 1 && b.hblkhd - a.hblkhd >= big_size);
     CHECK(b.arena == b.uordblks + b.fordblks);
     for (int i = 0; i < N / 2; i++) {
@@ -40,8 +40,8 @@ int main(void) {
         free(small[i]);
     }
     struct mallinfo2 c = mallinfo2();
-    CHECK(b.uordblks - c.uordblks == N / 2 * 128);
-    CHECK(c.fordblks - b.fordblks == N / 2 * 128 && c.ordblks - b.ordblks == N / 2);
+    CHECK(b.uordblks - c.uordblks == N / 2 * 112);
+    CHECK(c.fordblks - b.fordblks == N / 2 * 112 && c.ordblks - b.ordblks == N / 2);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     struct mallinfo m = mallinfo();

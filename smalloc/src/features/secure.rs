@@ -140,7 +140,7 @@ pub fn handed_out(addr: usize) {
 /// the push.
 #[inline(always)]
 pub fn check_free(addr: usize, sc: u32) -> u64 {
-    if !(layout::MIN_SC..=layout::MAX_SC).contains(&sc) || addr & ((1 << sc) - 1) != 0 {
+    if !(layout::MIN_SC..=layout::MAX_SC).contains(&sc) || !layout::is_slot_start(addr, sc) {
         fail("free of a pointer that is not the start of a block", addr);
     }
     // Relaxed: a slot the caller is freeing is the caller's, or free (a
@@ -181,7 +181,7 @@ pub fn fill(addr: usize, sc: u32) {
         core::ptr::write_bytes(
             crate::sys::ptr_at::<u8>(addr + HEADER),
             byte,
-            (1 << sc) - HEADER,
+            crate::layout::slot_size(sc) - HEADER,
         )
     };
 }

@@ -159,7 +159,7 @@ fn addressable(addr: usize) -> bool {
 /// (the C front end does not know it): the block is addressable, the rest
 /// of its slot is not. `None` outside valgrind.
 pub fn block_size(p: *const u8) -> Option<usize> {
-    block_size_within(p, 1usize << layout::sc_of(p.addr()))
+    block_size_within(p, layout::slot_size(layout::sc_of(p.addr())))
 }
 
 /// The size of the live block at `p`, which the `room` bytes from `p`
@@ -188,7 +188,12 @@ pub fn block_size_within(p: *const u8, room: usize) -> Option<usize> {
 /// The block at `p` now holds `new_size` bytes, in place (`old_size` if
 /// the front end knows it).
 pub fn resized(p: *mut u8, old_size: Option<usize>, new_size: usize) {
-    resized_within(p, old_size, new_size, 1 << layout::sc_of(p.addr()));
+    resized_within(
+        p,
+        old_size,
+        new_size,
+        layout::slot_size(layout::sc_of(p.addr())),
+    );
 }
 
 /// How many bytes of the block at `p` a move keeps: `keep`, or less when
@@ -211,7 +216,9 @@ pub fn freed(p: *mut u8) -> Option<*mut u8> {
     }
     let addr = p.addr();
     let sc = layout::sc_of(addr);
-    let live = sc >= MIN_SC && addr & ((1 << sc) - 1) == 0 && addressable(addr);
+    let live = (MIN_SC..=layout::MAX_SC).contains(&sc)
+        && layout::is_slot_start(addr, sc)
+        && addressable(addr);
     request(FREELIKE_BLOCK, addr, 0, 0, 0, 0);
     if !live {
         return None;

@@ -9,10 +9,16 @@ use super::{Geometry, Snapshot, Why};
 use crate::counters::NAMES;
 use crate::layout::{self, NUM_SLABS};
 
-/// `2^sc` bytes in the largest whole unit: (number, unit).
-fn pow2(sc: u32) -> (u64, &'static str) {
-    let k = (sc / 10).min(3);
-    (1 << (sc - 10 * k), ["B", "KiB", "MiB", "GiB"][k as usize])
+/// The slot size of class `sc` in the largest unit that divides it:
+/// (number, unit).
+fn slot_size(sc: u32) -> (u64, &'static str) {
+    let mut n = layout::slot_size(sc) as u64;
+    let mut k = 0;
+    while k < 3 && n % 1024 == 0 {
+        n /= 1024;
+        k += 1;
+    }
+    (n, ["B", "KiB", "MiB", "GiB"][k])
 }
 
 /// One `MALLOC:` line: `sign`, a byte count with MiB, and its meaning.
@@ -153,13 +159,13 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
         writeln!(
             w,
             "{sc:>5} {:>6} {:<3} {:>12} {:>12} {:>13} {:>13} {:>16} {:>13}",
-            pow2(sc).0,
-            pow2(sc).1,
+            slot_size(sc).0,
+            slot_size(sc).1,
             c.handed_out,
             c.live(),
             c.free_shared,
             c.free_private,
-            c.live() << sc,
+            c.live() * layout::slot_size(sc) as u64,
             c.shared_frees
         )?;
     }
@@ -215,8 +221,8 @@ fn counts(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
         writeln!(
             w,
             "{sc:>5} {:>6} {:<3} {:>14} {:>14} {:>14} {:>14}",
-            pow2(sc).0,
-            pow2(sc).1,
+            slot_size(sc).0,
+            slot_size(sc).1,
             n.allocs,
             n.frees,
             n.remote_allocs,

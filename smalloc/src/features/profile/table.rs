@@ -31,7 +31,7 @@ pub const MAX_FRAMES: usize = 64;
 const PROBES: usize = 32;
 /// Sampled slots per size class the live map can tell apart (slot numbers
 /// below this).
-pub const MAP_SLOTS: usize = 1 << 18;
+pub const MAP_SLOTS: usize = 1 << 16;
 /// Live big blocks the profile can hold at once.
 pub const BIG_SLOTS: usize = 1024;
 /// Fixed-point scale of estimated counts.
@@ -196,7 +196,7 @@ fn live(sc: u32, n: usize) -> &'static Live {
 fn place(addr: usize) -> Option<(u32, usize)> {
     let sc = layout::sc_of(addr);
     let region = layout::region_addr(layout::slab_addr_of(addr), sc);
-    let n = (addr - region) >> sc;
+    let n = layout::slot_index(addr - region, sc) as usize;
     // Acquire: see `init`.
     (n < MAP_SLOTS && MAP.load(Ordering::Acquire) != 0).then_some((sc, n))
 }

@@ -257,7 +257,7 @@ fn room(sc: u32) -> usize {
     if cfg!(feature = "secure") || sc >= crate::layout::RELEASE_SC {
         return 0;
     }
-    (CACHED_BYTES >> sc).clamp(1, CACHED)
+    (CACHED_BYTES / crate::layout::slot_size_nonzero(sc)).clamp(1, CACHED)
 }
 
 /// The region of size class `sc` of the profile's slab.
