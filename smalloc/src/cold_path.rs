@@ -399,7 +399,7 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Slot {
 /// The thread is about to touch new memory of (slab, size class). Before
 /// that, look for freed slots, whose memory is likely resident: in the same
 /// size class on the other slabs that threads have used, then, for large
-/// slots, up to [`BORROW_UP`] size classes larger.
+/// slots, of classes up to [`BORROW_UP`] times its size.
 ///
 /// Slabs nobody owns come first: their freed slots (on their shared lists
 /// and their private lists) are nobody's working set. For small slots the
@@ -473,7 +473,8 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
         }
     }
     if !small {
-        let larger = sc + 1..=MAX_SC.min(sc + BORROW_UP);
+        let size = layout::slot_size(sc);
+        let larger = (sc + 1..=MAX_SC).take_while(|&up| layout::slot_size(up) <= BORROW_UP * size);
         for up in larger.filter(|&up| layout::keeps_alignment(sc, up)) {
             if owns_slab {
                 if let Some(got) = owner_take_large(own, up) {
@@ -500,9 +501,9 @@ fn follows_freed_slots() -> bool {
 }
 
 /// A large request whose own list holds no freed slot takes a freed slot of
-/// up to this many size classes larger (four times its size), if one is
-/// there, before it touches a never-used slot.
-const BORROW_UP: u32 = 8;
+/// a class up to this many times its size, if one is there, before it
+/// touches a never-used slot.
+const BORROW_UP: usize = 4;
 
 /// Whether (slab, size class) seems to hold freed slots, on its shared list
 /// or its private list.

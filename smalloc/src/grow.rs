@@ -268,7 +268,7 @@ mod tests {
             (80 * kib, 256 * kib),
             (320 * kib, 2048 * kib),
             (2048 * kib, 2048 * kib),
-            (2560 * kib, 2560 * kib),
+            (4096 * kib, 4096 * kib),
             (1 << 31, 1 << 31),
         ];
         // Under Miri's small geometry the growers above MAX_SC do not exist.

@@ -57,7 +57,7 @@ pub fn owned_slabs() -> usize {
 /// where other threads can reuse them.
 pub const PRIVATE_LARGE_BYTES: usize = crate::cold_path::PRIVATE_LARGE_BYTES;
 
-/// Freed slots of this size and more (80 MiB) give their pages (but the
+/// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
 pub const RELEASE_SIZE: usize = crate::layout::slot_size(crate::layout::RELEASE_SC);
 

@@ -12,7 +12,8 @@
 //! * The reservation is `2^TOTAL_BITS` bytes, aligned to its own size, so `base`
 //!   has zeros in every bit below `TOTAL_BITS`.
 //! * Each (slab, size class) pair owns a region of `2^REGION_BITS` bytes.
-//! * Size classes go four to a doubling (see [`slot_size`]): a slot of class
+//! * Size classes go four to a doubling up to 1 MiB, powers of two above
+//!   (see [`slot_size`]): a slot of class
 //!   `sc` is `slot_size(sc)` bytes, the slots of a region lie end to end from
 //!   its start, so slot `n` is at `n * slot_size(sc)`; an address's slot
 //!   number is a multiply by a reciprocal ([`slot_index`]), never a division.
@@ -112,7 +113,7 @@ pub const fn needs_large(size: usize, align: usize) -> bool {
     (size.wrapping_sub(1) | (align - 1)) >= slot_size(LARGE_SC - 1)
 }
 
-/// Freed slots of this size class and above (80 MiB: blocks of more than
+/// Freed slots of this size class and above (128 MiB: blocks of more than
 /// 64 MiB) give their pages but the first back to the kernel (`purge`).
 /// Measured: docs/decisions.md ("Which freed slots give their pages back").
 pub const RELEASE_SC: u32 = class_of_mask(64 << 20);
@@ -132,8 +133,10 @@ const _: () = assert!(REGION_BITS <= 32);
 /// Size in bytes of the slots of size class `sc` (`MIN_SC..=MAX_SC`): 4
 /// and 8 bytes (codes 2 and 3), then multiples of 16 up to 128 (codes 4 to
 /// 11), then four to a doubling, each a quarter of the doubling's start
-/// above the one before: 160, 192, 224, 256, 320, ... A request gets at
-/// most 1.25 times its size rounded up to 16; the alignment it asks for
+/// above the one before: 160, 192, 224, 256, 320, ... up to 1 MiB (code
+/// 63), then powers of two (docs/decisions.md, "Size classes between the
+/// powers of two"). A request up to 1 MiB gets at most 1.25 times its size
+/// rounded up to 16; the alignment it asks for
 /// is kept by the choice of class ([`request_mask`]). Every slot of 16 bytes
 /// or more is 16-aligned.
 #[inline(always)]
@@ -167,6 +170,12 @@ const fn size_of_code(sc: u32) -> usize {
     if sc < 4 {
         return 1 << sc;
     }
+    if sc > QUARTER_TOP_SC {
+        // Powers of two above 1 MiB.
+        // (Codes past any slot, which only the tables reach: capped.)
+        let bits = sc - QUARTER_TOP_SC + 20;
+        return 1 << if bits > 62 { 62 } else { bits };
+    }
     let i = sc - 4;
     if i < 4 {
         return 16 * (i as usize + 1);
@@ -175,6 +184,9 @@ const fn size_of_code(sc: u32) -> usize {
     let (e, k) = (2 + (i - 4) / 4, (i - 4) % 4);
     (16 * (5 + k as usize)) << (e - 2)
 }
+
+/// The size class of 1 MiB slots, the last of four to a doubling.
+const QUARTER_TOP_SC: u32 = 63;
 
 /// Smallest size class whose slots hold `size` bytes aligned to `align`.
 /// May exceed [`MAX_SC`]; the caller checks. `align` must be a power of two.
@@ -200,7 +212,7 @@ pub const fn request_mask(size: usize, align: usize) -> usize {
 /// The smallest size class of at least `mask + 1` bytes, for a mask of at
 /// least 3: a power of two below 16 bytes, then steps of 16 bytes while
 /// `16 * (mask / 16 + 1)` is at most 128, then four steps to a doubling.
-/// At most 239 (for `usize::MAX`).
+/// At most 107 (for `usize::MAX`).
 #[inline(always)]
 pub const fn class_of_mask(mask: usize) -> u32 {
     debug_assert!(mask >= 3);
@@ -210,6 +222,10 @@ pub const fn class_of_mask(mask: usize) -> u32 {
     // In 16-byte units less one, m; e the bit length of m less one, at least
     // 2 (below 4 units every step is one unit); the next two bits of m say
     // the quarter. For m < 4, m >> 0 is m itself and 4 * 2 + m - 4 = 4 + m.
+    if mask >= 1 << 20 {
+        // Powers of two above 1 MiB: the bit length of the mask.
+        return QUARTER_TOP_SC - 20 + mask.ilog2() + 1;
+    }
     let m = mask >> 4;
     let e = (m | 4).ilog2();
     4 * e + (m >> (e - 2)) as u32 - 4
@@ -512,8 +528,8 @@ mod tests {
         #[cfg(not(any(miri, smalloc_tsan)))]
         {
             assert_eq!(MAX_SLOT_SIZE, 1 << 31);
-            assert_eq!(MAX_SC, 107);
-            assert_eq!(slot_size(RELEASE_SC), 80 << 20);
+            assert_eq!(MAX_SC, 74);
+            assert_eq!(slot_size(RELEASE_SC), 128 << 20);
         }
     }
 
@@ -536,7 +552,10 @@ mod tests {
             let slot = slot_size(sc);
             let rounded = size.next_multiple_of(16).max(1 << MIN_SC);
             assert!(slot >= size, "size {size}");
-            if size > 8 || config::SECURE {
+            if size > 1 << 20 {
+                // Powers of two above 1 MiB.
+                assert_eq!(slot, size.next_power_of_two(), "size {size}");
+            } else if size > 8 || config::SECURE {
                 assert!(4 * slot <= 5 * rounded, "size {size}: slot {slot}");
             } else {
                 assert_eq!(slot, size.next_power_of_two().max(4));
@@ -633,7 +652,8 @@ mod tests {
             (4097, 4096, 8192),
             (4097, 1, 5120),
             (100, 1 << 20, 1 << 20),
-            ((1 << 20) + 1, 1, 1280 << 10),
+            ((1 << 20) + 1, 1, 2 << 20),
+            ((3 << 20) + 1, 1, 4 << 20),
         ];
         for &(size, align, slot) in cases {
             // (The secure mode's slots start at 16 bytes.)
@@ -647,8 +667,8 @@ mod tests {
         // stays below 240 (the private heads).
         assert!(size_class(MAX_SLOT_SIZE + 1, 1) > MAX_SC);
         assert!(size_class(1, MAX_SLOT_SIZE * 2) > MAX_SC);
-        assert_eq!(size_class(0, 1), 239);
-        assert_eq!(size_class(usize::MAX / 2, 1), 235);
+        assert_eq!(size_class(0, 1), 107);
+        assert_eq!(size_class(usize::MAX / 2, 1), 106);
     }
 
     #[test]

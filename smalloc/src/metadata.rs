@@ -35,11 +35,11 @@ use crate::sys;
 pub const PRIVATE_OFFSET: usize = 1 << SC_SHIFT;
 
 /// Private list heads per private block: one per value that
-/// a request's size class can have (239 for size 0, whose mask is
+/// a request's size class can have (107 for size 0, whose mask is
 /// `usize::MAX`), so the hot path of allocation indexes the
 /// heads without first testing that the request is small. Only the heads of
 /// the small size classes are ever set.
-pub const PRIVATE_HEADS: usize = 240;
+pub const PRIVATE_HEADS: usize = 108;
 
 /// Offset of the [`PrivateTables`] from the private block (see the module
 /// documentation for why not a round number).

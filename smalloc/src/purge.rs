@@ -1,6 +1,6 @@
 //! Giving the memory of free slots back to the operating system.
 //!
-//! A freed slot of at least [`RELEASE_SC`] (80 MiB: blocks of more than
+//! A freed slot of at least [`RELEASE_SC`] (128 MiB: blocks of more than
 //! 64 MiB) gives every page but its first back to the kernel
 //! (`MADV_DONTNEED`) before it is pushed: the first page keeps the slot's
 //! link, the others read as zero when next touched. Smaller slots never
@@ -13,7 +13,7 @@
 //! each size class, much as glibc's heap keeps what it serves below its
 //! (adaptive) mmap threshold of at most 32 MiB.
 //!
-//! Why 64 MiB, measured: docs/decisions.md ("Which freed slots give their
+//! Why 128 MiB, measured: docs/decisions.md ("Which freed slots give their
 //! pages back").
 //!
 //! A released slot's pages past the first are zero, but nothing records

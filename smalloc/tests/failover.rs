@@ -13,7 +13,7 @@ static A: Smalloc = Smalloc::new();
 
 #[test]
 fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
-    // The class below the largest (1.75 GiB): two slots per slab, and
+    // The class below the largest (1 GiB): four slots per slab, and
     // allocating them touches nothing.
     let sc = MAX_SC - 1;
     let per_slab = num_slots(sc) as usize;

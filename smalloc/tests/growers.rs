@@ -45,8 +45,8 @@ fn growth_jumps_to_the_grower_size_classes() {
         (100_000, 256 << 10), // grower 256 KiB
         (300_000, 2 << 20),   // grower 2 MiB
         (2_000_000, 2 << 20), // fits: in place
-        (3 << 20, 3 << 20),   // past the growers: its own size class
-        (9 << 20, 10 << 20),  // (8, 10, 12 MiB: a quarter apart)
+        (3 << 20, 4 << 20),   // past the growers: its own size class
+        (9 << 20, 16 << 20),  // (powers of two above 1 MiB)
     ];
     let mut p = p;
     let mut size = 10;

@@ -201,7 +201,7 @@ fn big_blocks_get_a_mapping_each_on_demand() {
         let q2 = A.realloc(q, layout(big), mid);
         assert!(A.owns_slot(q2));
         assert_eq!(check(q2, mid, 2), Ok(()));
-        assert_eq!(A.usable_size(q2, layout(mid)), 20 * MIB, "its class");
+        assert_eq!(A.usable_size(q2, layout(mid)), 32 * MIB, "its class");
         assert_eq!(A.usable_size(p2, layout(big)), big);
         free(p2, big);
         free(q2, mid);

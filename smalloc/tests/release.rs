@@ -44,8 +44,7 @@ fn free_all(blocks: &[*mut u8], size: usize) {
 
 #[test]
 fn slots_below_the_release_size_keep_their_pages() {
-    // The largest request of the size class below (64 MiB).
-    let size = hooks::RELEASE_SIZE / 5 * 4;
+    let size = hooks::RELEASE_SIZE / 2;
     let start = rss_bytes();
     let p = alloc_filled(1, size, 7)[0];
     free_all(&[p], size);
@@ -66,8 +65,8 @@ fn slots_below_the_release_size_keep_their_pages() {
 
 #[test]
 fn slots_of_the_release_size_give_their_pages_back_at_once() {
-    // The smallest request of its size class (a quarter below its 80 MiB).
-    let size = hooks::RELEASE_SIZE / 5 * 4 + 1;
+    // Just over half the slot (the smallest request of its size class).
+    let size = hooks::RELEASE_SIZE / 2 + 1;
     let start = rss_bytes();
     let blocks = alloc_filled(3, size, 9);
     assert!(rss_bytes() >= start + 3 * size - MIB);
@@ -96,16 +95,15 @@ fn slots_of_the_release_size_give_their_pages_back_at_once() {
 
 #[test]
 fn a_large_request_reuses_a_freed_larger_slot_before_new_memory() {
-    // A 2.5 MiB block lives in a 2.5 MiB slot; once freed, a 1.5 MiB
-    // request (whose class's list holds no freed slot) takes it instead of
-    // a never-used 1.5 MiB slot: four classes up, and its slots are aligned
-    // as 1.5 MiB ones are (to 512 KiB).
-    let big = alloc_filled(1, 5 * MIB / 2, 11)[0];
-    free_all(&[big], 5 * MIB / 2);
+    // A 3 MiB block lives in a 4 MiB slot; once freed, a 1.5 MiB request
+    // (2 MiB class, whose list holds no freed slot) takes it instead of a
+    // never-used 2 MiB slot.
+    let big = alloc_filled(1, 3 * MIB, 11)[0];
+    free_all(&[big], 3 * MIB);
     // SAFETY: a non-zero layout.
     let p = unsafe { A.alloc(layout(3 * MIB / 2)) };
     assert_eq!(p, big, "the freed larger slot is reused");
-    // SAFETY: a live block (in a 2.5 MiB slot).
+    // SAFETY: a live block (in a 4 MiB slot).
     unsafe { fill(p, 3 * MIB / 2, 12) };
     // SAFETY: as above.
     assert_eq!(unsafe { check(p, 3 * MIB / 2, 12) }, Ok(()));
@@ -114,7 +112,7 @@ fn a_large_request_reuses_a_freed_larger_slot_before_new_memory() {
     // SAFETY: a non-zero layout.
     let q = unsafe { A.alloc(layout(3 * MIB / 2)) };
     assert_ne!(q, p);
-    assert_eq!(smalloc::raw::slot_size(q), 3 * MIB / 2);
+    assert_eq!(smalloc::raw::slot_size(q), 2 * MIB);
     // SAFETY: live blocks with these layouts.
     unsafe {
         A.dealloc(q, layout(3 * MIB / 2));

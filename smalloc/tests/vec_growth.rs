@@ -249,7 +249,7 @@ fn a_pushed_vec_moves_to_2_mib_once_and_keeps_its_bytes() {
 #[test]
 fn growing_blocks_keep_their_contents_up_to_64_mib() {
     // Doubling and not doubling, through the exact size classes above
-    // 2 MiB and the released ones (80 MiB slots and more: not reached) and, under
+    // 2 MiB and the released ones (128 MiB slots: not reached) and, under
     // Miri, past the largest slot into big mappings.
     let top = if cfg!(miri) { 128 * KIB } else { 64 * MIB };
     for start in [1, 24, 3000, 100 * KIB + 8] {

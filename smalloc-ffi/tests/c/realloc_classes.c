@@ -114,14 +114,13 @@ int main(void) {
     free(p);
 
     /* Growers: a moved block lands in the smallest of 64 B, 128 B, 4 KiB,
-     * 16 KiB, 64 KiB, 256 KiB, 2 MiB that fits, else its own class (5 MiB:
-     * four classes to a doubling; none of these doubles its slot exactly,
-     * see below). */
+     * 16 KiB, 64 KiB, 256 KiB, 2 MiB that fits, else its own class (none of
+     * these doubles its slot exactly, see below). */
     struct { size_t from, to, usable; } g[] = {
         {8, 40, 64},          {8, 100, 128},          {100, 200, 4096},
         {100, 4096, 4096},    {5000, 9000, 16384},    {16384, 20000, 65536},
         {70000, 200000, 262144}, {300000, 600000, 2097152},
-        {3 << 20, 5 << 20, 5 << 20},
+        {3 << 20, 5 << 20, 8 << 20},
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         p = malloc(g[i].from);
