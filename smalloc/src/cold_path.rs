@@ -330,7 +330,7 @@ fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
             .saturating_add(if step { step_slots(sc) } else { 1 })
             .min(n);
         match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) if commit::commit(slab_addr, sc, end as usize * layout::slot_size(sc)) => {
+            Ok(_) if commit::commit(slab_addr, sc, layout::slots_end(sc, end)) => {
                 return Some((t, end));
             }
             Ok(_) => {

@@ -15,8 +15,9 @@
 //! * Size classes go four to a doubling up to 1 MiB, powers of two above
 //!   (see [`slot_size`]): a slot of class
 //!   `sc` is `slot_size(sc)` bytes, the slots of a region lie end to end from
-//!   its start, so slot `n` is at `n * slot_size(sc)`; an address's slot
-//!   number is a multiply by a reciprocal ([`slot_index`]), never a division.
+//!   its first slot's offset ([`first_slot`]), so slot `n` is at
+//!   `first_slot(sc) + n * slot_size(sc)`; an address's slot number is a
+//!   multiply by a reciprocal ([`slot_index`]), never a division.
 //! * The regions of size classes 0 and 1 in each slab hold no slots (no
 //!   size class below [`MIN_SC`] exists); they hold the slab's metadata
 //!   instead (`metadata.rs`).
@@ -253,12 +254,16 @@ const NUM_SLOTS: [u32; NUM_SCS] = {
     let mut t = [0; NUM_SCS];
     let mut sc = 2;
     while sc < NUM_SCS {
-        let n = (1usize << REGION_BITS) / size_of_code(sc as u32);
-        t[sc] = if n >= 1 << MAX_SLOT_NUM_BITS {
-            (1 << MAX_SLOT_NUM_BITS) - 1
-        } else {
-            n as u32
-        };
+        let (first, size) = (first_slot_of_code(sc as u32), size_of_code(sc as u32));
+        let mut n = ((1usize << REGION_BITS) - first) / size;
+        if n >= 1 << MAX_SLOT_NUM_BITS {
+            n = (1 << MAX_SLOT_NUM_BITS) - 1;
+        }
+        // The last slot's link (its offset plus 4) must fit 32 bits.
+        if n > 0 && first + (n - 1) * size + 4 > u32::MAX as usize {
+            n -= 1;
+        }
+        t[sc] = n as u32;
         sc += 1;
     }
     t
@@ -279,12 +284,54 @@ const RECIPROCALS: [u64; NUM_SCS] = {
 };
 
 /// The number of the slot of size class `sc` that holds the byte at
-/// `offset` of its region: a multiply, not a division.
+/// `offset` of its region (at or past [`first_slot`]): a multiply, not a
+/// division. An offset before the first slot gives a number past the
+/// region's last.
 #[inline(always)]
 pub const fn slot_index(offset: usize, sc: u32) -> u32 {
     debug_assert!(offset < 1 << REGION_BITS);
     let reciprocal = RECIPROCALS[sc as usize & (NUM_SCS - 1)];
-    ((offset as u128 * reciprocal as u128) >> 64) as u32
+    let from_first = offset.wrapping_sub(first_slot(sc)) & ((1 << REGION_BITS) - 1);
+    ((from_first as u128 * reciprocal as u128) >> 64) as u32
+}
+
+/// The offset of the first slot of size class `sc` in its regions: a few
+/// lines and pages past the region's start, different for each class, so
+/// that the first slots of the classes a program uses together do not all
+/// share one L1 set and one linear-address tag (every region starts 4 GiB
+/// aligned); a multiple of the class's alignment (the largest power of two
+/// dividing its slot size). Measured: docs/decisions.md ("The first slot of
+/// each class").
+#[inline(always)]
+pub const fn first_slot(sc: u32) -> usize {
+    FIRST_SLOTS[sc as usize & (NUM_SCS - 1)] as usize
+}
+
+/// [`first_slot`] of every size class code.
+const FIRST_SLOTS: [u32; NUM_SCS] = {
+    let mut t = [0; NUM_SCS];
+    let mut sc = 2;
+    while sc < NUM_SCS {
+        t[sc] = first_slot_of_code(sc as u32) as u32;
+        sc += 1;
+    }
+    t
+};
+
+/// The first slot's offset of code `sc >= 2`: `sc` in the L1 set bits (6
+/// to 11) and its low four bits in the next four (12 to 15), below 64 KiB
+/// and below a quarter of a region, rounded down to the class's alignment.
+const fn first_slot_of_code(sc: u32) -> usize {
+    let raw = (sc as usize * 0x1040) & 0xffc0 & ((1 << (REGION_BITS - 2)) - 1);
+    let align = 1usize << size_of_code(sc).trailing_zeros();
+    raw / align * align
+}
+
+/// The offset in its region of the end of slot `n - 1` of size class `sc`:
+/// what the first `n` slots span.
+#[inline(always)]
+pub const fn slots_end(sc: u32, n: u32) -> usize {
+    first_slot(sc) + n as usize * slot_size(sc)
 }
 
 /// Offset of the region of (slab, size class) from the reservation base.
@@ -304,7 +351,7 @@ pub const fn slab_addr(base: usize, slab: usize) -> usize {
 /// region but for size classes 2 and 3, whose slot numbers run out first).
 #[inline(always)]
 pub const fn slots_span(sc: u32) -> usize {
-    num_slots(sc) as usize * slot_size(sc)
+    slots_end(sc, num_slots(sc))
 }
 
 /// Address of the region of (slab, size class), given the slab's address.
@@ -346,13 +393,13 @@ pub const fn link_base(region: usize) -> usize {
 /// The link of slot `slot` of size class `sc`.
 #[inline(always)]
 pub const fn link_of_slot(sc: u32, slot: u32) -> u32 {
-    link_of(slot as usize * slot_size(sc))
+    link_of(slots_end(sc, slot))
 }
 
 /// Address of slot `slot` of (slab, size class).
 #[inline(always)]
 pub const fn slot_addr(base: usize, slab: usize, sc: u32, slot: u32) -> usize {
-    (base | region_offset(slab, sc)) + slot as usize * slot_size(sc)
+    (base | region_offset(slab, sc)) + slots_end(sc, slot)
 }
 
 /// Size class of the slot holding address `addr`.
@@ -378,7 +425,7 @@ pub const fn slot_of(addr: usize, sc: u32) -> u32 {
 pub const fn slot_start(addr: usize) -> usize {
     let sc = sc_of(addr);
     let offset = addr & ((1 << REGION_BITS) - 1);
-    addr - offset + slot_index(offset, sc) as usize * slot_size(sc)
+    addr - offset + slots_end(sc, slot_index(offset, sc))
 }
 
 /// Whether `addr` is the start of a slot of size class `sc` (`addr` in a
@@ -386,7 +433,7 @@ pub const fn slot_start(addr: usize) -> usize {
 #[inline(always)]
 pub const fn is_slot_start(addr: usize, sc: u32) -> bool {
     let offset = addr & ((1 << REGION_BITS) - 1);
-    slot_index(offset, sc) as usize * slot_size(sc) == offset
+    slots_end(sc, slot_index(offset, sc)) == offset
 }
 
 /// Address of the slab holding `addr`.
@@ -492,16 +539,25 @@ mod tests {
             let step = (n / 4096).max(1);
             let mut slot = 0;
             while slot < n {
-                let off = slot * size;
+                let off = first_slot(sc) + slot * size;
                 assert_eq!(slot_index(off, sc) as usize, slot, "class {sc}");
                 assert_eq!(slot_index(off + size - 1, sc) as usize, slot, "class {sc}");
-                if off > 0 {
+                if slot > 0 {
                     assert_eq!(slot_index(off - 1, sc) as usize, slot - 1, "class {sc}");
                 }
                 slot += step;
             }
             let top = (1usize << REGION_BITS) - 1;
-            assert_eq!(slot_index(top, sc) as usize, top / size, "class {sc}");
+            let want = (top - first_slot(sc)) / size;
+            assert_eq!(slot_index(top, sc) as usize, want, "class {sc}");
+            // Before the first slot: past the last slot, never a slot.
+            if first_slot(sc) > 0 {
+                assert!(slot_index(first_slot(sc) - 1, sc) >= num_slots(sc));
+                assert!(!is_slot_start(
+                    FAKE_BASE + first_slot(sc) - size.min(first_slot(sc)),
+                    sc
+                ));
+            }
         }
     }
 
@@ -674,14 +730,35 @@ mod tests {
     #[test]
     #[cfg(not(any(miri, smalloc_tsan)))]
     fn slot_counts() {
-        // The 4-byte slots stop one short of 2^30 (their links fit 32 bits).
-        let smallest = if MIN_SC == 2 { (1 << 30) - 1 } else { 1 << 28 };
+        // The region from the first slot on, in whole slots; the 4-byte
+        // slots stop one short (the last one's link would not fit 32 bits).
+        let whole = |sc: u32| ((1usize << 32) - first_slot(sc)) / slot_size(sc);
+        let smallest = whole(MIN_SC) - (MIN_SC == 2) as usize;
         assert_eq!(num_slots(MIN_SC) as usize, smallest);
-        assert_eq!(num_slots(4), 1 << 28);
-        assert_eq!(num_slots(5), 1 << 27);
-        assert_eq!(num_slots(6) as usize, (1usize << 32) / 48);
+        for sc in 4..=MAX_SC {
+            assert_eq!(num_slots(sc) as usize, whole(sc), "class {sc}");
+        }
+        assert_eq!(num_slots(4) as usize, (1 << 28) - first_slot(4) / 16);
         assert_eq!(num_slots(MAX_SC), 2);
         assert_eq!(TOTAL_SIZE, 1 << 43);
+    }
+
+    #[test]
+    fn the_first_slots_differ_in_set_and_tag_bits_and_keep_alignment() {
+        let mut seen = std::collections::BTreeSet::new();
+        for sc in MIN_SC..=MAX_SC {
+            let first = first_slot(sc);
+            let align = 1usize << slot_size(sc).trailing_zeros();
+            assert_eq!(first % align, 0, "class {sc}");
+            assert!(first < 64 << 10);
+            assert!(first <= (1usize << REGION_BITS) / 4);
+            assert!(num_slots(sc) >= 2);
+            // The classes up to 4 KiB (those a program mixes most) each
+            // have their own L1 set and tag bits.
+            if slot_size(sc) <= 4096 && REGION_BITS == 32 {
+                assert!(seen.insert(first), "class {sc}: {first:#x}");
+            }
+        }
     }
 
     #[test]

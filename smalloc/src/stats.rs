@@ -249,7 +249,7 @@ pub fn snapshot() -> Snapshot {
                 continue;
             }
             let region = layout::region_addr(slab_addr, sc);
-            let touched = (l.handed_out as usize * size).next_multiple_of(page);
+            let touched = layout::slots_end(sc, l.handed_out as u32).next_multiple_of(page);
             s.resident_bytes += sys::resident(region, touched) as u64;
             let free = l.free_shared + l.free_private;
             let c = &mut s.classes[sc as usize];
@@ -291,8 +291,9 @@ pub(crate) fn read_list(
     // these values but links, which are checked before they are followed.
     // Only committed slots are memory (on demand, a claim the kernel
     // refused may leave the tail past them).
-    let committed = (commit::committed(slab_addr, sc) / layout::slot_size_nonzero(sc))
-        .min(u32::MAX as usize) as u32;
+    let committed = (commit::committed(slab_addr, sc).saturating_sub(layout::first_slot(sc))
+        / layout::slot_size_nonzero(sc))
+    .min(u32::MAX as usize) as u32;
     let claimed = shared(slab_addr, sc)
         .tail
         .load(Ordering::Relaxed)
@@ -339,7 +340,7 @@ fn walk(
     while link != 0 {
         let offset = (link as usize).wrapping_sub(4);
         if n >= u64::from(claimed)
-            || offset >= claimed as usize * size
+            || offset >= layout::slots_end(sc, claimed)
             || !layout::is_slot_start(offset, sc)
         {
             *cut += 1;

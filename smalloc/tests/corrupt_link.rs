@@ -20,11 +20,15 @@ static A: Smalloc = Smalloc::new();
 #[test]
 fn a_corrupted_link_stays_in_its_region() {
     let l = Layout::from_size_align(64, 8).unwrap();
-    // Links of 64-byte slots (a multiple of 64, plus 4), up to the largest
-    // a link can hold: far past every slot ever handed out. (A misaligned
-    // one would name a place inside a slot: the hot path's debug
-    // assertions stop that in a debug build.)
-    for bad in [0xffff_ffc4, 0x8000_0004, 0x1234_5644, 0x44] {
+    // Links of 64-byte slots, up to the last slot's, near the largest a
+    // link can hold: far past every slot ever handed out. (A link naming
+    // a place inside a slot would be stopped by the hot path's debug
+    // assertions in a debug build.)
+    let sc = smalloc::layout::size_class(64, 8);
+    let n = smalloc::layout::num_slots(sc);
+    let links = [n - 1, n / 2, 0x12_3456, 1].map(|k| smalloc::layout::link_of_slot(sc, k));
+    assert!(links[0] > 0xffff_0000);
+    for bad in links {
         // SAFETY: a non-zero layout.
         let p = unsafe { A.alloc(l) };
         // SAFETY: `p` is ours; it is freed once, then its link overwritten
