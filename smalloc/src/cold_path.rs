@@ -99,6 +99,7 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Slot {
 #[cold]
 #[inline(never)]
 pub fn alloc_small(sc: u32, req: Request) -> Slot {
+    purge::cold_tick();
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
@@ -124,6 +125,7 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Slot {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    purge::cold_tick();
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
@@ -689,6 +691,7 @@ pub unsafe fn dealloc(p: *mut u8) {
                     private_list::push(tables(block).large_head(sc), &cell, layout::link_of(addr))
                 };
                 count.store(n + 1, Ordering::Relaxed);
+                purge::cold_tick_freed();
                 return;
             }
         }
@@ -705,6 +708,7 @@ pub unsafe fn dealloc(p: *mut u8) {
             layout::link_of(addr),
         );
     }
+    purge::cold_tick_freed();
 }
 
 #[cfg(test)]

@@ -219,12 +219,14 @@ pub fn take_all<F: FlhCell + ?Sized>(flh: &F) -> u32 {
 
 /// Puts the slot named by `link`, whose link cell is `cell`, at the head of
 /// the list. Never fails: retries until its compare-and-swap succeeds.
+/// Returns the flh word it wrote. A chain the caller holds goes on whole
+/// with `link` naming its first slot and `cell` its last slot's link cell.
 ///
 /// # Safety
-/// The caller owns the slot, which belongs to this list's region, and
-/// `cell` is that slot's link cell.
+/// The caller owns the slot (or chain), which belongs to this list's
+/// region, and `cell` is that slot's (the chain's last slot's) link cell.
 #[inline(always)]
-pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C, link: u32) {
+pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C, link: u32) -> u64 {
     debug_assert!(link != 0);
     // Relaxed: we never read through the old head, we only copy its value.
     let mut old = flh.load(Ordering::Relaxed);
@@ -236,10 +238,26 @@ pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C,
         // made to the slot, become visible to the thread that takes it.
         // Failure Relaxed: as for the first load.
         match flh.compare_exchange(old, new, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return,
+            Ok(_) => return new,
             Err(current) => old = current,
         }
     }
+}
+
+/// Puts the chain starting at `first` (its last link 0, as a private list
+/// ends) on the list if the list is empty, with one compare-and-swap; false
+/// (nothing done) if it was not, or changed since `empty` was read.
+///
+/// # Safety
+/// The caller owns every slot of the chain, all of this list's region.
+#[inline]
+pub unsafe fn push_chain_if_empty<F: FlhCell + ?Sized>(flh: &F, empty: u64, first: u32) -> bool {
+    debug_assert!(empty as u32 == 0 && first != 0);
+    let new = ((empty & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | u64::from(first);
+    // Success Release: as a push, for every link and slot of the chain.
+    // Failure Relaxed: nothing read.
+    flh.compare_exchange(empty, new, Ordering::Release, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// Link cells in memory of the test's own, for the lists' unit tests.

@@ -235,6 +235,8 @@ mod exit {
             ownership::release(slab);
         }
         occupancy::left(slab);
+        // What the thread freed is now the sweeps' to give back.
+        crate::purger::wake();
     }
 }
 

@@ -23,6 +23,7 @@ mod occupancy;
 pub mod ownership;
 pub mod private_list;
 mod purge;
+mod purger;
 pub mod raw;
 mod reservation;
 pub mod stats;
@@ -132,6 +133,25 @@ unsafe impl GlobalAlloc for Smalloc {
             unsafe { big::realloc(p, old_size, align, new_size) }
         }
     }
+}
+
+/// Sets the purge delay: how long freed memory stays untouched before its
+/// pages go back to the kernel, without any call from the program
+/// (docs/memory.md); zero: never (only [`stats::trim`] gives pages back).
+/// The default is 100 ms, or `SMALLOC_PURGE_DELAY_MS` from the
+/// environment. Below a millisecond counts as one.
+pub fn set_purge_delay(delay: core::time::Duration) {
+    let ms = if delay.is_zero() {
+        0
+    } else {
+        delay.as_millis().clamp(1, u128::from(u32::MAX - 1)) as u32
+    };
+    purge::set_delay_ms(ms);
+}
+
+/// The purge delay (zero: never); see [`set_purge_delay`].
+pub fn purge_delay() -> core::time::Duration {
+    core::time::Duration::from_millis(u64::from(purge::delay_ms()))
 }
 
 /// [`GlobalAlloc::dealloc`] of anything but a small slot of the thread's

@@ -1,27 +1,411 @@
-//! Giving the memory of free slots back to the operating system.
+//! Giving the memory of freed slots back to the kernel without being asked
+//! (the *purge*), and on request (`malloc_trim`, [`trim`](crate::trim)).
 //!
-//! A freed slot of at least [`RELEASE_SC`] (128 MiB: blocks of more than
-//! 64 MiB) gives every page but its first back to the kernel
-//! (`MADV_DONTNEED`) before it is pushed: the first page keeps the slot's
-//! link, the others read as zero when next touched. Smaller slots never
-//! cost a system call on free: their memory stays resident for reuse, and
-//! is reused before new memory is touched (a thread whose own list offers
-//! only never-used slots first takes freed slots from other slabs and, for
-//! slots of 64 KiB and more, from slightly larger size classes; see
-//! `cold_path::find_freed`). So the memory of freed slots below the
-//! threshold is bounded by the most the program ever had freed at once of
-//! each size class, much as glibc's heap keeps what it serves below its
-//! (adaptive) mmap threshold of at most 32 MiB.
+//! A *sweep* goes over the shared list of every (slab, size class). A list
+//! that has not changed for a whole purge delay (its flh word the same at
+//! two sweeps) is taken whole and:
 //!
-//! Why 128 MiB, measured: docs/decisions.md ("Which freed slots give their
-//! pages back").
+//! * if it holds every slot the region ever handed out (its length equals
+//!   the never-used tail), the region is *reset*: all its pages go back to
+//!   the kernel and its tail to 0, so its slots are never-used again (zero,
+//!   handed out as fresh, not cleared by `calloc`);
+//! * otherwise each slot of at least two pages gives back its pages past
+//!   the first (which keeps its link), and the list is put back whole.
 //!
-//! A released slot's pages past the first are zero, but nothing records
-//! it: a reused slot that must be zero is cleared ([`zeroed`](crate::zeroed)).
+//! A list is swept once until it changes again. Private lists are only ever
+//! touched by their slab's owner: an owner hands its private lists and its
+//! fresh runs to the shared lists on its first cold path after each sweep
+//! ([`owner_tick`]); a sweep does it for the slabs nobody owns (threads
+//! that ended) under a claim. Whoever runs sweeps: the background thread
+//! ([`purger`](crate::purger)) every delay while there is something to
+//! sweep, and [`trim`](crate::trim).
+//!
+//! Slots of at least [`RELEASE_SC`] (128 MiB) give their pages past the
+//! first back when freed ([`before_push`]), with no delay.
+//!
+//! Why this way, measured: docs/decisions.md ("Giving freed memory back").
 
-use crate::{layout, sys};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::features::links::{SlotLink, follow_link};
+use crate::free_list::{self, COUNTER_MASK};
+use crate::home_slab::{self, is_owner};
+use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
+use crate::metadata::{self, private_index, shared, tables};
+use crate::{geometry, occupancy, ownership, purger, sys};
 
 pub use crate::layout::RELEASE_SC;
+
+/// The purge delay (milliseconds) unless `SMALLOC_PURGE_DELAY_MS` or
+/// [`set_delay_ms`] says otherwise. Measured: docs/decisions.md.
+pub const DEFAULT_DELAY_MS: u32 = 100;
+
+/// [`DELAY_MS`] before the environment was read.
+const UNSET: u32 = u32::MAX;
+
+/// The purge delay in milliseconds; 0: never purge.
+static DELAY_MS: AtomicU32 = AtomicU32::new(UNSET);
+
+/// The purge delay in milliseconds (0: never), from `SMALLOC_PURGE_DELAY_MS`
+/// (read with `secure_getenv`) on first use.
+pub fn delay_ms() -> u32 {
+    // Relaxed: a setting; nothing else is published with it.
+    let d = DELAY_MS.load(Ordering::Relaxed);
+    if d != UNSET {
+        return d;
+    }
+    let env = if cfg!(miri) {
+        Some(0)
+    } else {
+        sys::env(c"SMALLOC_PURGE_DELAY_MS").and_then(parse_ms)
+    };
+    // A `set_delay_ms` meanwhile wins. Relaxed: as above.
+    let _ = DELAY_MS.compare_exchange(
+        UNSET,
+        env.unwrap_or(DEFAULT_DELAY_MS),
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    DELAY_MS.load(Ordering::Relaxed)
+}
+
+/// Sets the purge delay (0: never purge).
+pub fn set_delay_ms(ms: u32) {
+    // Relaxed: as in `delay_ms`.
+    DELAY_MS.store(ms.min(UNSET - 1), Ordering::Relaxed);
+    purger::wake();
+}
+
+/// A decimal number of milliseconds; `None` for anything else.
+fn parse_ms(v: &[u8]) -> Option<u32> {
+    if v.is_empty() || v.len() > 9 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+}
+
+/// Sweeps by the background thread so far; an owner hands its private
+/// lists over once per sweep.
+static EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// Called on the cold paths of allocation: an owner hands its private
+/// lists to the shared lists once after each sweep of the background
+/// thread, which is woken if it waits (never started from here: a program
+/// that never frees needs none).
+#[inline]
+pub fn cold_tick() {
+    owner_tick();
+    purger::nudge();
+}
+
+/// Called on the cold path of free: as [`cold_tick`], and the background
+/// thread is started if it never ran.
+#[inline]
+pub fn cold_tick_freed() {
+    owner_tick();
+    purger::wake();
+}
+
+/// An owner's hand-over, once per sweep.
+#[inline]
+fn owner_tick() {
+    let owned = home_slab::owned();
+    if is_owner(owned) {
+        let mine = tables(owned).purge_epoch();
+        // Relaxed: the epoch only says when; the lists synchronize.
+        let now = EPOCH.load(Ordering::Relaxed);
+        if mine.load(Ordering::Relaxed) != now {
+            mine.store(now, Ordering::Relaxed);
+            flush(home_slab::owned_slab(owned));
+        }
+    }
+}
+
+/// Hands the private lists of the slab at `slab_addr`, which the caller
+/// owns (or has claimed), to its shared lists, and its fresh runs back to
+/// the never-used tails where nobody claimed past them, so that a sweep
+/// sees every freed slot.
+pub fn flush(slab_addr: usize) {
+    let t = tables(metadata::private_block(slab_addr));
+    for sc in MIN_SC..LARGE_SC {
+        give(slab_addr, sc, t.head(private_index(sc)));
+        let run = t.fresh(sc);
+        // Relaxed: only the owner touches its runs; the tail hands out
+        // numbers of never-written slots (see `cold_path::claim_tail`).
+        let r = run.load(Ordering::Relaxed);
+        let (next, end) = (r as u32, (r >> 32) as u32);
+        if next < end
+            && shared(slab_addr, sc)
+                .tail
+                .compare_exchange(end, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            run.store(0, Ordering::Relaxed);
+        }
+    }
+    for sc in LARGE_SC..=MAX_SC {
+        if give(slab_addr, sc, t.large_head(sc)) {
+            // Relaxed: the owner's cell.
+            t.large_count(sc).store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Moves the private list at `head` of (slab, size class), the caller's,
+/// onto the shared list whole: with one compare-and-swap when the shared
+/// list is empty, else after a walk to its last slot (what the owner freed
+/// since its last hand-over). Returns whether it held anything.
+fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
+    // Relaxed: the owner's cell.
+    let first = head.load(Ordering::Relaxed);
+    if first == 0 {
+        return false;
+    }
+    let flh = &shared(slab_addr, sc).flh;
+    // Relaxed: the compare-and-swap decides.
+    let w = flh.load(Ordering::Relaxed);
+    // SAFETY: the private chain is the owner's, of this region, and ends
+    // with link 0.
+    if w as u32 != 0 || !unsafe { free_list::push_chain_if_empty(flh, w, first) } {
+        let region = layout::region_addr(slab_addr, sc);
+        let mut last = layout::slot_of_link(region, first);
+        loop {
+            let next = follow_link(last);
+            if next == 0 {
+                break;
+            }
+            last = layout::slot_of_link(region, next);
+        }
+        // SAFETY: the chain is the owner's; `last` is its last slot.
+        unsafe { free_list::push(flh, &SlotLink::of(last), first) };
+    }
+    head.store(0, Ordering::Relaxed);
+    true
+}
+
+/// What a sweep saw of each (slab, size class)'s shared list: its flh word,
+/// with [`SWEPT`] set once the list was swept at that word.
+static SEEN: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// In a [`SEEN`] word: swept (the flh's counter never reaches bit 63 in
+/// practice, and a collision only delays a sweep).
+const SWEPT: u64 = 1 << 63;
+
+/// Resident bytes given back by sweeps, ever.
+static PURGED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Regions reset by sweeps, ever.
+static RESETS: AtomicU64 = AtomicU64::new(0);
+
+/// Resident bytes given back by sweeps and the regions reset, ever.
+pub fn purged() -> (u64, u64) {
+    // Relaxed: statistics.
+    (
+        PURGED_BYTES.load(Ordering::Relaxed),
+        RESETS.load(Ordering::Relaxed),
+    )
+}
+
+/// One sweep at a time (the [`SEEN`] table), and none across a `fork`.
+static SWEEPING: AtomicBool = AtomicBool::new(false);
+
+/// Threads about to fork: sweeps stop between lists.
+pub static FORKING: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes the sweep lock, waiting for a sweep in progress.
+pub fn lock() {
+    // Acquire: the previous sweep's table writes happen-before ours.
+    while SWEEPING.swap(true, Ordering::Acquire) {
+        sys::yield_now();
+    }
+}
+
+/// Takes the sweep lock if it is free.
+pub fn try_lock() -> bool {
+    // Acquire: as in `lock`.
+    !SWEEPING.swap(true, Ordering::Acquire)
+}
+
+/// Gives the sweep lock back.
+pub fn unlock() {
+    // Release: publishes the table to the next sweep.
+    SWEEPING.store(false, Ordering::Release);
+}
+
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Swept {
+    /// Resident bytes given back.
+    pub released: usize,
+    /// Whether some list changed since the last sweep (the next one may
+    /// find it quiet).
+    pub pending: bool,
+}
+
+/// Sweeps (the caller holds the lock): lists quiet since the last sweep,
+/// or with `force` every list; largest size classes first, until about
+/// `budget` resident bytes were given back. Safe while other threads
+/// allocate and free.
+pub fn sweep(force: bool, budget: usize) -> Swept {
+    let mut out = Swept::default();
+    let Some(base) = geometry::base() else {
+        return out;
+    };
+    let owned = home_slab::owned();
+    let mine = is_owner(owned).then(|| layout::slab_of(home_slab::owned_slab(owned)));
+    let used = occupancy::ever_used() | layout::RESERVED_SLABS;
+    for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+        let slab_addr = layout::slab_addr(base, slab);
+        if mine == Some(slab) {
+            flush(slab_addr);
+        } else if ownership::unowned() & (1 << slab) != 0 && ownership::claim(slab) {
+            flush(slab_addr);
+            ownership::release(slab);
+        }
+    }
+    for sc in (MIN_SC..=MAX_SC).rev() {
+        for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+            // Relaxed: a request to stop early; the fork handler waits for
+            // the lock anyway.
+            if out.released >= budget || FORKING.load(Ordering::Relaxed) != 0 {
+                return out;
+            }
+            sweep_list(layout::slab_addr(base, slab), slab, sc, force, &mut out);
+        }
+    }
+    out
+}
+
+/// Sweeps the shared list of (slab, size class) if it is quiet (or with
+/// `force`), adding to `out`.
+fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swept) {
+    let line = shared(slab_addr, sc);
+    let seen = &SEEN[slab][sc as usize];
+    // Relaxed: a first look; `take_all` synchronizes. The table is ours
+    // under the lock.
+    let w = line.flh.load(Ordering::Relaxed);
+    let before = seen.load(Ordering::Relaxed);
+    if w as u32 == 0 || before == w | SWEPT {
+        return;
+    }
+    if !force && before != w {
+        seen.store(w, Ordering::Relaxed);
+        out.pending = true;
+        return;
+    }
+    let first = free_list::take_all(&line.flh);
+    if first == 0 {
+        return;
+    }
+    let region = layout::region_addr(slab_addr, sc);
+    // Relaxed: the tail hands out slot numbers only (see `claim_tail`).
+    let tail = line.tail.load(Ordering::Relaxed);
+    // Count the chain (bounded by the tail: a corrupted chain ends there).
+    let (mut n, mut last, mut link) = (0u32, 0, first);
+    while link != 0 && n <= tail {
+        last = layout::slot_of_link(region, link);
+        n += 1;
+        // The take's Acquire ordered the pushes before us.
+        link = follow_link(last);
+    }
+    if n == tail && reset(slab_addr, sc, tail, out) {
+        // Relaxed: the table is ours under the lock.
+        seen.store(line.flh.load(Ordering::Relaxed) | SWEPT, Ordering::Relaxed);
+        return;
+    }
+    let page = sys::page_size();
+    if layout::slot_size(sc) >= 2 * page && sc < RELEASE_SC {
+        let mut link = first;
+        for _ in 0..n {
+            let slot = layout::slot_of_link(region, link);
+            link = follow_link(slot);
+            out.released += release_slot(slot, sc);
+        }
+    }
+    // SAFETY: the chain was on this list; we took it and hold it whole;
+    // `last` is the last slot we walked to.
+    let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+    // Relaxed: ours under the lock.
+    seen.store(now | SWEPT, Ordering::Relaxed);
+}
+
+/// Resets (slab, size class), whose `tail` slots the caller holds, every
+/// one of them (its whole shared list, nothing private, no fresh run):
+/// gives back every page below the tail and makes the tail 0. False, and
+/// nothing done, if a thread claimed from the tail meanwhile.
+fn reset(slab_addr: usize, sc: u32, tail: u32, out: &mut Swept) -> bool {
+    let line = shared(slab_addr, sc);
+    // While the tail says "used up", nobody claims a slot of the region
+    // (claimers fail over); Relaxed: slot numbers only.
+    if line
+        .tail
+        .compare_exchange(
+            tail,
+            layout::num_slots(sc),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return false;
+    }
+    let region = layout::region_addr(slab_addr, sc);
+    // The rest of the last page was never handed out.
+    let len = layout::slots_end(sc, tail).next_multiple_of(sys::page_size());
+    let resident = sys::resident(region, len);
+    // SAFETY: every slot of the region below the tail is ours, and nothing
+    // above it was ever handed out; page-aligned (regions are).
+    unsafe { sys::release(sys::ptr_at(region), len) };
+    // Release: the pages were given back before anyone claims them anew.
+    line.tail.store(0, Ordering::Release);
+    out.released += resident;
+    // Relaxed: statistics.
+    PURGED_BYTES.fetch_add(resident as u64, Ordering::Relaxed);
+    RESETS.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Releases the pages past the first of the free slot at `slot`, of size
+/// class `sc`, which the caller holds; returns how many bytes of them were
+/// resident (none released: no system call beyond `mincore`).
+pub fn release_slot(slot: usize, sc: u32) -> usize {
+    let (start, len) = sys::whole_pages(slot + 1, slot + layout::slot_size(sc));
+    let resident = sys::resident(start, len);
+    if resident != 0 {
+        // SAFETY: `[start, start + len)` is page-aligned and inside a free
+        // slot the caller holds, past its link's page; its contents are
+        // needed by no one.
+        unsafe { sys::release(sys::ptr_at(start), len) };
+        // Relaxed: statistics.
+        PURGED_BYTES.fetch_add(resident as u64, Ordering::Relaxed);
+    }
+    resident
+}
+
+/// A sweep by the background thread: quiet lists only; then the owners
+/// hand their private lists over at their next cold path.
+pub fn background_sweep() -> Swept {
+    if !try_lock() {
+        return Swept {
+            released: 0,
+            pending: true,
+        };
+    }
+    let out = sweep(false, usize::MAX);
+    unlock();
+    // Relaxed: see `cold_tick`.
+    EPOCH.fetch_add(1, Ordering::Relaxed);
+    out
+}
+
+/// In a `fork` child: the parent's sweep lock was taken by the forking
+/// thread's handler.
+pub fn reset_after_fork() {
+    // Relaxed: the child has one thread.
+    FORKING.store(0, Ordering::Relaxed);
+    SWEEPING.store(false, Ordering::Relaxed);
+}
 
 /// Called by free for the slot at `addr`, of size class `sc`, before it is
 /// pushed: from [`RELEASE_SC`] on, releases its pages past the first.
@@ -41,3 +425,5 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
         unsafe { sys::release(sys::ptr_at(first), len) };
     }
 }
+
+const _: () = assert!(COUNTER_MASK & SWEPT != 0);

@@ -112,6 +112,13 @@ pub struct Snapshot {
     /// freed slots of at least two pages (below the size that gives them
     /// back on free), on any list.
     pub trimmable_bytes: u64,
+    /// Resident bytes the purge and trims gave back to the kernel, ever
+    /// (the pages of regions reset, and those past the first of freed
+    /// slots).
+    pub purged_bytes: u64,
+    /// Regions (slab, size class) that purges and trims reset to never-used,
+    /// ever (every slot they had handed out was free).
+    pub purge_resets: u64,
     /// List walks that met a link naming no handed-out slot (only while
     /// threads allocate and free).
     pub walks_cut: u64,
@@ -149,6 +156,8 @@ impl Snapshot {
         big_bytes: 0,
         resident_bytes: 0,
         trimmable_bytes: 0,
+        purged_bytes: 0,
+        purge_resets: 0,
         walks_cut: 0,
         counters: features::config::COUNTERS,
         events: [0; NUM_EVENTS],
@@ -207,6 +216,7 @@ impl Snapshot {
 pub fn snapshot() -> Snapshot {
     let mut s = Snapshot::EMPTY;
     (s.big_count, s.big_bytes) = big::usage();
+    (s.purged_bytes, s.purge_resets) = crate::purge::purged();
     let Some(base) = crate::geometry::base() else {
         return s;
     };

@@ -82,6 +82,7 @@ fn a_heap_that_never_allocated_is_empty() {
 
 #[test]
 fn exact_after_known_operations_on_one_thread() {
+    no_purge();
     // (size, size class, count, how many to free): powers of two, and
     // classes between them (112 B, 20 KiB), and 1 MiB + 1 in a 2 MiB slot
     let plan = [
@@ -172,6 +173,7 @@ fn exact_after_known_operations_on_one_thread() {
 
 #[test]
 fn exact_after_threads_join_with_cross_thread_frees() {
+    no_purge();
     const THREADS: usize = 4;
     const EACH: u64 = 500;
     // Each thread allocates EACH 48-byte blocks, frees 100 itself and
@@ -222,6 +224,7 @@ fn exact_after_threads_join_with_cross_thread_frees() {
 
 #[test]
 fn the_report_carries_the_snapshots_numbers() {
+    no_purge();
     let blocks: Vec<_> = (0..300).map(|i| alloc(100, i)).collect();
     for (i, &p) in blocks.iter().enumerate().take(100) {
         free(p, 100, i as u64);
@@ -272,11 +275,14 @@ fn the_report_carries_the_snapshots_numbers() {
 
 #[test]
 fn trim_gives_back_freed_pages_and_the_slots_stay_usable() {
+    no_purge();
     const N: usize = 64;
     const SIZE: usize = 256 << 10;
     // Half freed by this thread (its private list), half by another
-    // thread (the shared list).
+    // thread (the shared list); one more stays live, so the region is not
+    // reset (tests/purge.rs has that) but its free slots trimmed.
     let blocks: Vec<_> = (0..N).map(|i| alloc(SIZE, i as u64) as usize).collect();
+    let live = alloc(SIZE, 7777);
     let (mine, theirs) = blocks.split_at(N / 2);
     for (i, &p) in mine.iter().enumerate() {
         free(p as *mut u8, SIZE, i as u64);
@@ -321,6 +327,13 @@ fn trim_gives_back_freed_pages_and_the_slots_stay_usable() {
     // SAFETY: `z` holds SIZE bytes.
     let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
     assert!(zeroed.iter().all(|&b| b == 0));
+    free(live, SIZE, 7777);
+}
+
+/// Turns the purge off: exact figures must not change under a sweep of
+/// the background thread (tests/purge.rs tests it).
+fn no_purge() {
+    smalloc::set_purge_delay(Duration::ZERO);
 }
 
 /// Frees a block of the trim test without checking its pattern (the tags

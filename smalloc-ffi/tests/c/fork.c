@@ -1,5 +1,6 @@
-/* fork() while other threads allocate: every child must be able to
- * allocate and free (also from a new thread) and exit cleanly. */
+/* fork() while other threads allocate (and, once a large slot was freed,
+ * the purge's thread sweeps): every child must be able to allocate and
+ * free (also from a new thread) and exit cleanly. */
 #include "check.h"
 
 #include <malloc.h>
@@ -29,6 +30,15 @@ static void *churn(void *arg) {
         keep[i] = (r >> 10) % 4 == 0 ? calloc(1, len[i]) : malloc(len[i]);
         CHECK(keep[i] != NULL);
         fill(keep[i], len[i], tag + (unsigned)i);
+        if ((r >> 20) % 64 == 1) {
+            /* A large slot: its free takes the cold path, which starts the
+             * purge's thread. */
+            char *m = malloc(100000);
+            CHECK(m != NULL);
+            fill(m, 100000, tag);
+            CHECK(check_fill(m, 100000, tag));
+            free(m);
+        }
         if ((r >> 20) % 64 == 0) {
             /* Also the big and the foreign-symbol paths. */
             void *b = malloc((size_t)3 << 30);

@@ -1,0 +1,368 @@
+//! The purge: freed memory given back to the kernel without a call from the
+//! program, after the purge delay. Each test runs in its own process.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use devutils::{Rng, check, fill};
+use smalloc::Smalloc;
+use smalloc::stats;
+
+#[global_allocator]
+static A: Smalloc = Smalloc::new();
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+/// A block of `size` bytes filled with `tag`'s pattern.
+fn alloc(size: usize, tag: u64) -> usize {
+    // SAFETY: a non-zero layout.
+    let p = unsafe { A.alloc(layout(size)) };
+    assert!(!p.is_null(), "alloc({size}) failed");
+    // SAFETY: `p` holds `size` bytes.
+    unsafe { fill(p, size, tag) };
+    p as usize
+}
+
+/// Checks `tag`'s pattern in the block and frees it.
+fn free(p: usize, size: usize, tag: u64) {
+    let p = p as *mut u8;
+    // SAFETY: `p` is a live block of `size` bytes filled with `tag`.
+    unsafe {
+        check(p, size, tag)
+            .unwrap_or_else(|at| panic!("block {p:p} of {size} B corrupted at {at}"));
+        A.dealloc(p, layout(size));
+    }
+}
+
+/// Threads build a peak of mixed blocks (64 B to 256 KiB) and free them
+/// all, then end; returns the resident bytes of the slots at the peak.
+fn peak_then_free(threads: u64, peak: usize) -> u64 {
+    let at_peak = Arc::new(Mutex::new(0));
+    let barrier = Arc::new(std::sync::Barrier::new(threads as usize + 1));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(t + 1);
+                let (mut held, mut blocks) = (0, Vec::new());
+                while held < peak / threads as usize {
+                    let size = rng.log_size(64, 256 << 10);
+                    blocks.push((alloc(size, held as u64), size, held as u64));
+                    held += size;
+                }
+                barrier.wait(); // at the peak
+                barrier.wait(); // measured
+                for (p, size, tag) in blocks {
+                    free(p, size, tag);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    *at_peak.lock().unwrap() = stats::snapshot().resident_bytes;
+    barrier.wait();
+    for w in workers {
+        w.join().unwrap();
+    }
+    *at_peak.lock().unwrap()
+}
+
+/// Waits up to `limit` for the slots' resident bytes to fall to `target`;
+/// returns the last figure.
+fn resident_falls_to(target: u64, limit: Duration) -> u64 {
+    let start = Instant::now();
+    loop {
+        let now = stats::snapshot().resident_bytes;
+        if now <= target || start.elapsed() > limit {
+            return now;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_peak_freed_on_threads_that_end_is_given_back() {
+    let peak = peak_then_free(4, 128 << 20);
+    assert!(peak >= 100 << 20, "{peak}");
+    // The default delay (100 ms): a sweep sees the lists change, the next
+    // finds them quiet. Generous: within 2 s, below 10%.
+    let after = resident_falls_to(peak / 10, Duration::from_secs(2));
+    let mut text = String::new();
+    if after > peak / 10 {
+        stats::report(&mut text, &stats::snapshot()).unwrap();
+    }
+    assert!(
+        after <= peak / 10,
+        "resident {after} of a peak of {peak}\n{text}"
+    );
+    let s = stats::snapshot();
+    assert!(s.purge_resets > 0 && s.purged_bytes >= peak / 2, "{s:?}");
+}
+
+#[test]
+fn a_peak_freed_by_a_sleeping_owner_is_given_back_where_it_reached_a_cold_path() {
+    // The owner frees its own blocks and then only sleeps: what it freed
+    // onto its private lists after its last cold path stays (only it may
+    // touch them); its large slots and the rest go back.
+    let mut rng = Rng::new(9);
+    let blocks: Vec<_> = (0..2000)
+        .map(|i| {
+            let size = rng.log_size(64 << 10, 256 << 10);
+            (alloc(size, i), size, i)
+        })
+        .collect();
+    let peak = stats::snapshot().resident_bytes;
+    // A thread's free onto the shared lists starts the background thread.
+    let p = alloc(100, 1);
+    thread::spawn(move || free(p, 100, 1)).join().unwrap();
+    thread::sleep(Duration::from_millis(150));
+    for (p, size, tag) in blocks {
+        free(p, size, tag);
+    }
+    let after = resident_falls_to(peak / 10, Duration::from_secs(2));
+    assert!(after <= peak / 10, "resident {after} of a peak of {peak}");
+}
+
+#[test]
+fn purges_racing_allocations_and_frees_never_touch_a_live_block() {
+    // Sweeps every millisecond while threads allocate, fill, check and free
+    // blocks of every kind (some freed by other threads), and a set of
+    // live addresses catches a slot handed out twice.
+    smalloc::set_purge_delay(Duration::from_millis(1));
+    let live = Arc::new(Mutex::new(HashSet::new()));
+    let handoff = Arc::new(Mutex::new(Vec::<(usize, usize, u64)>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let (live, handoff, stop) = (live.clone(), handoff.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut rng = Rng::new(100 + t);
+                let mut mine: Vec<(usize, usize, u64)> = Vec::new();
+                let mut tag = t << 40;
+                while !stop.load(Ordering::Relaxed) {
+                    // Waves: fill up, then drain, so regions empty and reset.
+                    let target = rng.range(0, 3000) as usize;
+                    while mine.len() < target {
+                        tag += 1;
+                        let size = rng.log_size(8, 512 << 10);
+                        let p = alloc(size, tag);
+                        assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
+                        mine.push((p, size, tag));
+                    }
+                    while mine.len() > target / 4 {
+                        let i = rng.below(mine.len() as u64) as usize;
+                        let b = mine.swap_remove(i);
+                        assert!(live.lock().unwrap().remove(&b.0));
+                        if rng.chance(1, 4) {
+                            handoff.lock().unwrap().push(b);
+                        } else {
+                            free(b.0, b.1, b.2);
+                        }
+                    }
+                    let theirs = std::mem::take(&mut *handoff.lock().unwrap());
+                    for (p, size, tag) in theirs {
+                        free(p, size, tag);
+                    }
+                }
+                for (p, size, tag) in mine {
+                    assert!(live.lock().unwrap().remove(&p));
+                    free(p, size, tag);
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    for (p, size, tag) in std::mem::take(&mut *handoff.lock().unwrap()) {
+        free(p, size, tag);
+    }
+    let s = stats::snapshot();
+    assert!(s.purge_resets > 0, "the race was not tested: {s:?}");
+}
+
+#[test]
+fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
+    const SIZE: usize = 3000;
+    smalloc::set_purge_delay(Duration::from_millis(5));
+    let blocks: Vec<_> = (0..5000).map(|i| alloc(SIZE, i)).collect();
+    // Freed by another thread: onto the shared list, where sweeps see them.
+    let theirs = blocks.clone();
+    thread::spawn(move || {
+        for (i, p) in theirs.into_iter().enumerate() {
+            free(p, SIZE, i as u64);
+        }
+    })
+    .join()
+    .unwrap();
+    // This thread owns the slab: its fresh run goes back to the tail at its
+    // first cold path after a sweep (a large block's allocation here).
+    let start = Instant::now();
+    while stats::snapshot().purge_resets == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no reset");
+        thread::sleep(Duration::from_millis(5));
+        free(alloc(1 << 20, 5), 1 << 20, 5);
+    }
+    smalloc::set_purge_delay(Duration::ZERO);
+    // The region's slots are never-used again: zero for `alloc_zeroed`
+    // (not written), and `alloc` hands them out again in order.
+    let l = layout(SIZE);
+    // SAFETY: non-zero layouts; the blocks are freed below.
+    let (z, p) = unsafe { (A.alloc_zeroed(l), A.alloc(l)) };
+    // SAFETY: `z` holds SIZE bytes.
+    assert!(
+        unsafe { std::slice::from_raw_parts(z, SIZE) }
+            .iter()
+            .all(|&b| b == 0)
+    );
+    assert!(blocks.contains(&(z as usize)) && blocks.contains(&(p as usize)));
+    // SAFETY: both are ours.
+    unsafe {
+        fill(p, SIZE, 1);
+        assert!(check(p, SIZE, 1).is_ok());
+        A.dealloc(z, l);
+        A.dealloc(p, l);
+    }
+}
+
+#[test]
+fn a_delay_of_zero_never_purges() {
+    smalloc::set_purge_delay(Duration::ZERO);
+    assert_eq!(smalloc::purge_delay(), Duration::ZERO);
+    let blocks: Vec<_> = (0..200).map(|i| alloc(256 << 10, i)).collect();
+    thread::spawn(move || {
+        for (i, p) in blocks.into_iter().enumerate() {
+            free(p, 256 << 10, i as u64);
+        }
+    })
+    .join()
+    .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    let s = stats::snapshot();
+    assert_eq!((s.purged_bytes, s.purge_resets), (0, 0));
+    assert!(s.resident_bytes >= 200 * (256 << 10));
+    // Sub-millisecond delays count as one millisecond, not as "never".
+    smalloc::set_purge_delay(Duration::from_micros(10));
+    assert_eq!(smalloc::purge_delay(), Duration::from_millis(1));
+}
+
+#[test]
+fn the_delay_comes_from_the_environment() {
+    // In a child process of this test binary, which reads the variable at
+    // its first use.
+    if let Ok(want) = std::env::var("PURGE_TEST_EXPECT") {
+        assert_eq!(
+            smalloc::purge_delay(),
+            Duration::from_millis(want.parse().unwrap())
+        );
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (value, expect) in [
+        ("0", "0"),
+        ("250", "250"),
+        ("junk", "100"),
+        ("-1", "100"),
+        ("", "100"),
+    ] {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "the_delay_comes_from_the_environment",
+                "--nocapture",
+            ])
+            .env("SMALLOC_PURGE_DELAY_MS", value)
+            .env("PURGE_TEST_EXPECT", expect)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "SMALLOC_PURGE_DELAY_MS={value:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn fork_while_sweeps_run() {
+    // Sweeps every millisecond while threads allocate and free in waves;
+    // the main thread forks again and again. No child may find a list or a
+    // region held by a sweep of the parent (a lost list, a region that
+    // says "used up"): each allocates, checks and frees blocks of every
+    // kind, also on a new thread (which starts the child's own purge).
+    smalloc::set_purge_delay(Duration::from_millis(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(7 + t);
+                let mut tag = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let blocks: Vec<_> = (0..rng.range(1, 500))
+                        .map(|_| {
+                            tag += 1;
+                            let size = rng.log_size(8, 300 << 10);
+                            (alloc(size, tag), size, tag)
+                        })
+                        .collect();
+                    let theirs = blocks.clone();
+                    thread::spawn(move || {
+                        for (p, size, tag) in theirs {
+                            free(p, size, tag);
+                        }
+                    })
+                    .join()
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for round in 0..20u64 {
+        // SAFETY: the child only runs this test's code and exits with
+        // `_exit`; the allocator's fork handlers make it usable there.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = std::panic::catch_unwind(|| {
+                let mut rng = Rng::new(round);
+                let blocks: Vec<_> = (0..300u64)
+                    .map(|i| {
+                        let size = rng.log_size(8, 1 << 20);
+                        (alloc(size, i), size, i)
+                    })
+                    .collect();
+                let t = thread::spawn(move || {
+                    for (p, size, tag) in blocks {
+                        free(p, size, tag);
+                    }
+                });
+                t.join().unwrap();
+            })
+            .map_or(1, |()| 0);
+            // SAFETY: ends the child without running the parent's handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child {round}: {status:#x}"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert!(stats::snapshot().purged_bytes > 0, "no sweep ran");
+}
