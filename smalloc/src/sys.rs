@@ -214,10 +214,23 @@ pub fn whole_pages(start: usize, end: usize) -> (usize, usize) {
 /// Bytes of `[addr, addr + len)` (page-aligned `addr`, inside a mapping of
 /// ours) that are resident (`mincore`); 0 if the kernel refuses.
 pub fn resident(addr: usize, len: usize) -> usize {
+    let mut bytes = 0;
+    let read = resident_runs(addr, len, |_, n, resident| {
+        if resident {
+            bytes += n;
+        }
+    });
+    if read { bytes } else { 0 }
+}
+
+/// Calls `f(start, len, resident)` for each run of pages of `[addr, addr +
+/// len)` (page-aligned `addr`, inside a mapping of ours) that are all
+/// resident or all not (`mincore`, up to 16 MiB at a time); false if the
+/// kernel refused (`f` may have seen part of the range).
+pub fn resident_runs(addr: usize, len: usize, mut f: impl FnMut(usize, usize, bool)) -> bool {
     const CHUNK_PAGES: usize = 4096;
     let page = page_size();
     let mut vec = [0u8; CHUNK_PAGES];
-    let mut pages = 0;
     let mut at = addr;
     let end = addr.saturating_add(len);
     while at < end {
@@ -225,15 +238,23 @@ pub fn resident(addr: usize, len: usize) -> usize {
         // SAFETY: the range lies in a mapping of ours (the caller's
         // contract) and `vec` has a byte for each of its pages.
         if unsafe { libc::mincore(ptr_at(at), n, vec.as_mut_ptr()) } != 0 {
-            return 0;
+            return false;
         }
-        pages += vec[..n.div_ceil(page)]
-            .iter()
-            .filter(|&&b| b & 1 != 0)
-            .count();
+        let pages = &vec[..n.div_ceil(page)];
+        let mut i = 0;
+        while i < pages.len() {
+            let resident = pages[i] & 1 != 0;
+            let run = pages[i..]
+                .iter()
+                .take_while(|&&b| (b & 1 != 0) == resident)
+                .count();
+            let start = at + i * page;
+            f(start, (run * page).min(end - start), resident);
+            i += run;
+        }
         at += n;
     }
-    pages * page
+    true
 }
 
 /// This process's id.

@@ -1,10 +1,9 @@
 //! Blocks that must read as zero (`alloc_zeroed`, `calloc`): a never-used
-//! slot is zero already and is not written (its pages stay untouched, so a
-//! fresh 1 GiB `alloc_zeroed` does not raise the resident set); a reused one
-//! is cleared, by writing it or, from [`CLEAR_BY_RELEASE`] on, by giving its
-//! pages back to the kernel (`MADV_DONTNEED`: they read as zero when next
-//! touched), which is faster and lowers the resident set instead of raising
-//! it (pages already given back cost little to give back again).
+//! slot (also one of a region the purge reset) is zero already and is not
+//! written (its pages stay untouched, so a fresh 1 GiB `alloc_zeroed` does
+//! not raise the resident set); a reused one is cleared: its resident pages
+//! written, from [`CLEAR_BY_RELEASE`] on the others given back to the kernel
+//! instead (they read as zero without being faulted in).
 
 use core::ptr;
 
@@ -12,8 +11,8 @@ use crate::features::{self, Request};
 use crate::layout::Slot;
 use crate::{hot_path, sys};
 
-/// From this size on, [`clear`] releases whole pages instead of writing
-/// them.
+/// From this size on, [`clear`] asks which pages are resident, and writes
+/// only those.
 pub const CLEAR_BY_RELEASE: usize = 1 << 20;
 
 /// A slot of size class `sc` (or larger, on failover) whose first `size`
@@ -33,10 +32,13 @@ pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
     p
 }
 
-/// Clears `p[..n]`, a reused slot (or a part of one). Large blocks give their
-/// whole pages back to the kernel, which makes them read as zero, instead
-/// of writing them: that is faster, and lowers the resident set instead of
-/// raising it; the partial pages at either end are written.
+/// Clears `p[..n]`, a reused slot (or a part of one). From
+/// [`CLEAR_BY_RELEASE`] on, the whole pages are looked at first
+/// (`mincore`): resident ones are written, the others given back to the
+/// kernel (`MADV_DONTNEED`: they read as zero, and nothing is faulted in;
+/// a page the purge gave back and nobody touched since is one). Writing a
+/// resident page costs a tenth of giving it back and faulting it in again
+/// (docs/decisions.md, "Clearing a reused slot").
 ///
 /// # Safety
 /// `p[..n]` is ours to write.
@@ -45,10 +47,17 @@ pub unsafe fn clear(p: *mut u8, n: usize) {
     if n >= CLEAR_BY_RELEASE && !cfg!(miri) {
         let (first, len) = sys::whole_pages(p.addr(), p.addr() + n);
         let head = first - p.addr();
-        // SAFETY: `[first, first + len)` lies in `p[..n]`, which is ours,
-        // and is page-aligned; releasing private anonymous pages only
-        // zeroes them.
-        if unsafe { sys::release(p.add(head), len) } {
+        let read = sys::resident_runs(first, len, |start, run, resident| {
+            let at = sys::ptr_at::<u8>(start);
+            // SAFETY: `[start, start + run)` is page-aligned and lies in
+            // `p[..n]`, which is ours; releasing private anonymous pages
+            // only zeroes them.
+            if resident || !unsafe { sys::release(at, run) } {
+                // SAFETY: as above.
+                unsafe { ptr::write_bytes(at, 0, run) };
+            }
+        });
+        if read {
             // SAFETY: both partial pages lie inside `p[..n]`.
             unsafe {
                 ptr::write_bytes(p, 0, head);

@@ -366,3 +366,43 @@ fn fork_while_sweeps_run() {
     }
     assert!(stats::snapshot().purged_bytes > 0, "no sweep ran");
 }
+
+#[test]
+fn a_trimmed_slot_reads_zero_through_alloc_zeroed_however_much_was_touched_since() {
+    const SIZE: usize = 4 << 20;
+    smalloc::set_purge_delay(Duration::ZERO);
+    let l = layout(SIZE);
+    // Another slot of the class stays live, so its region is not reset:
+    // the freed slot keeps its first page and gives back the rest.
+    let keep = alloc(SIZE, 1);
+    let p = alloc(SIZE, 2);
+    free(p, SIZE, 2);
+    assert!(stats::trim(0) >= SIZE - 8192);
+    // Handed out again by `alloc`: it reads as it was left (the first page,
+    // which holds the link) or zero (the pages given back).
+    // SAFETY: a non-zero layout.
+    let q = unsafe { A.alloc(l) };
+    assert_eq!(q as usize, p);
+    // SAFETY: `q` holds SIZE bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(q, SIZE) };
+    assert!(bytes[4096..].iter().all(|&b| b == 0));
+    // Touch a third of its pages, free it, and take it zeroed: resident
+    // pages are written, the others given back; all read zero.
+    for page in bytes.chunks_mut(4096).step_by(3) {
+        page.fill(0xa5);
+    }
+    // SAFETY: `q` is ours, of layout `l`.
+    unsafe { A.dealloc(q, l) };
+    // SAFETY: a non-zero layout.
+    let z = unsafe { A.alloc_zeroed(l) };
+    assert_eq!(z as usize, p);
+    // SAFETY: `z` holds SIZE bytes.
+    assert!(
+        unsafe { std::slice::from_raw_parts(z, SIZE) }
+            .iter()
+            .all(|&b| b == 0)
+    );
+    // SAFETY: ours.
+    unsafe { A.dealloc(z, l) };
+    free(keep, SIZE, 1);
+}
