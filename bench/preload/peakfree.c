@@ -20,6 +20,7 @@ static const char *usage =
 static size_t peak_bytes, smallest, largest;
 static int threads, idle_workers;
 static atomic_int ready, freed, finished;
+static volatile unsigned char sink;
 
 typedef struct {
     uint64_t seed;
@@ -130,6 +131,7 @@ int main(int argc, char **argv) {
                 size_t size = rng_range(&r, 16, 256);
                 char *p = xmalloc(size);
                 fill(p, size, (uint64_t)i);
+                sink += (unsigned char)p[size - 1]; /* keeps the pair from being optimized out */
                 free(p);
             }
         usleep(1000);

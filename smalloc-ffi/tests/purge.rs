@@ -39,7 +39,7 @@ fn a_peak_freed_is_given_back_within_a_second() {
     for extra in [&[][..], &["-c"][..]] {
         let out = run_ok(
             preloaded(&mut Command::new(&exe))
-                .args(["-t", "4", "-m", "256M", "-s", "1.2", "-b", "25"])
+                .args(["-t", "4", "-m", "256M", "-s", "1.2", "-b", "40"])
                 .args(extra),
         );
         println!("{}", String::from_utf8_lossy(&out.stdout));
@@ -56,4 +56,74 @@ fn threads_and_fork_with_a_sweep_every_millisecond() {
         let out = run_ok(preloaded(&mut Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "1"));
         assert!(String::from_utf8_lossy(&out.stdout).contains(expect));
     }
+}
+
+/// A program with one thread: it frees a peak of large blocks, then only
+/// allocates and frees one block of 1 MiB every 20 ms (a class that does
+/// not borrow the freed 256 KiB slots: a list whose head is in use is not
+/// quiet, and is not swept).
+const SINGLE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long status(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) v = atol(line + n);
+    if (f) fclose(f);
+    return v;
+}
+
+int main(void) {
+    enum { N = 800, SIZE = 256 << 10 };
+    static char *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    long peak = status("VmRSS:");
+    for (int i = 0; i < N; i++) free(p[i]);
+    for (int i = 0; i < 50; i++) {
+        usleep(20000);
+        char *q = malloc(1 << 20);
+        memset(q, 2, 1 << 20);
+        free(q);
+    }
+    long after = status("VmRSS:"), threads = status("Threads:");
+    printf("peak %ld after %ld threads %ld\n", peak, after, threads);
+    return !(threads == 1 && after * 10 < peak);
+}
+"#;
+
+#[test]
+fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
+    let dir = scratch_dir("purge-single");
+    let src = dir.join("single.c");
+    std::fs::write(&src, SINGLE).unwrap();
+    let exe = dir.join("single");
+    let out = Command::new("cc")
+        .args([
+            "-O2",
+            "-std=gnu11",
+            "-fno-builtin",
+            "-Wall",
+            "-Werror",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run the C compiler (is cc installed?)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run_ok(preloaded(&mut Command::new(&exe)));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
 }

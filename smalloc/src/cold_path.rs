@@ -99,7 +99,6 @@ fn never_used(slab_addr: usize, sc: u32, n: u32) -> Slot {
 #[cold]
 #[inline(never)]
 pub fn alloc_small(sc: u32, req: Request) -> Slot {
-    purge::cold_tick();
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
@@ -125,10 +124,10 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Slot {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    purge::cold_tick();
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
+            purge::owner_tick(home_slab::owned_slab(owned));
             if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
                 return counted(got, req);
             }
@@ -189,6 +188,7 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
 #[cold]
 #[inline(never)]
 fn owner_refill(slab_addr: usize, sc: u32) -> Slot {
+    purge::owner_tick(slab_addr);
     if let Some(got) = owner_take(slab_addr, sc) {
         return got;
     }
@@ -691,6 +691,7 @@ pub unsafe fn dealloc(p: *mut u8) {
                     private_list::push(tables(block).large_head(sc), &cell, layout::link_of(addr))
                 };
                 count.store(n + 1, Ordering::Relaxed);
+                purge::owner_tick(layout::slab_addr_of(addr));
                 purge::cold_tick_freed();
                 return;
             }

@@ -253,6 +253,21 @@ pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C,
 #[inline]
 pub unsafe fn push_chain_if_empty<F: FlhCell + ?Sized>(flh: &F, empty: u64, first: u32) -> bool {
     debug_assert!(empty as u32 == 0 && first != 0);
+    // Built with `--cfg smalloc_blind_chain_push` (tests only), the chain
+    // replaces whatever the list holds by then, so the model checker can
+    // show that comparing with the empty list is what keeps its slots.
+    if cfg!(smalloc_blind_chain_push) {
+        loop {
+            let now = flh.load(Ordering::Relaxed);
+            let new = ((now & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | u64::from(first);
+            if flh
+                .compare_exchange(now, new, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
     let new = ((empty & COUNTER_MASK).wrapping_add(COUNTER_ONE)) | u64::from(first);
     // Success Release: as a push, for every link and slot of the chain.
     // Failure Relaxed: nothing read.

@@ -138,7 +138,7 @@ unsafe impl GlobalAlloc for Smalloc {
 /// Sets the purge delay: how long freed memory stays untouched before its
 /// pages go back to the kernel, without any call from the program
 /// (docs/memory.md); zero: never (only [`stats::trim`] gives pages back).
-/// The default is 100 ms, or `SMALLOC_PURGE_DELAY_MS` from the
+/// The default is 300 ms, or `SMALLOC_PURGE_DELAY_MS` from the
 /// environment. Below a millisecond counts as one.
 pub fn set_purge_delay(delay: core::time::Duration) {
     let ms = if delay.is_zero() {

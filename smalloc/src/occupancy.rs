@@ -41,9 +41,25 @@ pub fn ever_used() -> usize {
     EVER_USED.load(Ordering::Relaxed)
 }
 
+/// Threads that ever allocated (counted up to 2), since the process
+/// started or since the `fork` that made it.
+static SEEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether more than one thread ever allocated (in this process, since its
+/// `fork`): the purge's thread is started only then.
+#[inline]
+pub fn many_threads_seen() -> bool {
+    // Relaxed: a hint.
+    SEEN.load(Ordering::Relaxed) > 1
+}
+
 /// Takes the home slab for a new thread: the one with the fewest live
 /// threads, the lowest number among equals, and counts the thread there.
 pub fn take() -> usize {
+    // Relaxed: see `many_threads_seen`.
+    if SEEN.load(Ordering::Relaxed) < 2 {
+        SEEN.fetch_add(1, Ordering::Relaxed);
+    }
     // Relaxed throughout this module: the counts are a placement hint, not
     // a synchronization of data. The compare-and-swap only keeps two
     // threads starting at once from both taking the same emptiest slab.
@@ -103,6 +119,8 @@ pub fn reset_after_fork(mine: Option<usize>) {
         // Relaxed: the child has a single thread.
         live.store(usize::from(mine == Some(i)), Ordering::Relaxed);
     }
+    // Relaxed: as above.
+    SEEN.store(usize::from(mine.is_some()), Ordering::Relaxed);
 }
 
 /// Live threads per slab.

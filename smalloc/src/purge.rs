@@ -18,7 +18,8 @@
 //! ([`owner_tick`]); a sweep does it for the slabs nobody owns (threads
 //! that ended) under a claim. Whoever runs sweeps: the background thread
 //! ([`purger`](crate::purger)) every delay while there is something to
-//! sweep, and [`trim`](crate::trim).
+//! sweep (in a process where one thread ever allocated: that thread's cold
+//! frees, once a delay has passed), and [`trim`](crate::trim).
 //!
 //! Slots of at least [`RELEASE_SC`] (128 MiB) give their pages past the
 //! first back when freed ([`before_push`]), with no delay.
@@ -28,7 +29,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::features::links::{SlotLink, follow_link};
-use crate::free_list::{self, COUNTER_MASK};
+use crate::free_list;
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
@@ -38,7 +39,7 @@ pub use crate::layout::RELEASE_SC;
 
 /// The purge delay (milliseconds) unless `SMALLOC_PURGE_DELAY_MS` or
 /// [`set_delay_ms`] says otherwise. Measured: docs/decisions.md.
-pub const DEFAULT_DELAY_MS: u32 = 100;
+pub const DEFAULT_DELAY_MS: u32 = 300;
 
 /// [`DELAY_MS`] before the environment was read.
 const UNSET: u32 = u32::MAX;
@@ -84,51 +85,85 @@ fn parse_ms(v: &[u8]) -> Option<u32> {
     Some(v.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
 }
 
-/// Sweeps by the background thread so far; an owner hands its private
-/// lists over once per sweep.
+/// Sweeps by the background thread (or on cold frees) so far; an owner
+/// hands its private lists over once per sweep.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
-/// Called on the cold paths of allocation: an owner hands its private
-/// lists to the shared lists once after each sweep of the background
-/// thread, which is woken if it waits (never started from here: a program
-/// that never frees needs none).
-#[inline]
-pub fn cold_tick() {
-    owner_tick();
-    purger::nudge();
-}
-
-/// Called on the cold path of free: as [`cold_tick`], and the background
-/// thread is started if it never ran.
+/// Called on the cold path of free: the background thread is woken, or
+/// started if it never ran (and may run); without one, a sweep here once a
+/// delay has passed since the last.
 #[inline]
 pub fn cold_tick_freed() {
-    owner_tick();
-    purger::wake();
+    if !purger::wake() {
+        sweep_if_due();
+    }
 }
 
-/// An owner's hand-over, once per sweep.
+/// Cold frees in a process without the background thread, counted to
+/// read the clock only every [`FREES_PER_CLOCK`]-th.
+static FREES: AtomicU32 = AtomicU32::new(0);
+
+/// See [`FREES`].
+const FREES_PER_CLOCK: u32 = 8;
+
+/// When the last sweep on a cold free began (milliseconds, coarse
+/// monotonic clock).
+static LAST_SWEEP_MS: AtomicU64 = AtomicU64::new(0);
+
+/// A sweep on this cold free if purging is on, the process has one thread
+/// that allocates (with more, the background thread sweeps, or, if the C
+/// library refused it, only trims do), and a delay has passed since the
+/// last sweep.
+#[cold]
+#[inline(never)]
+fn sweep_if_due() {
+    if occupancy::many_threads_seen() || cfg!(miri) {
+        return;
+    }
+    // Relaxed, and not a read-modify-write: one thread counts.
+    let n = FREES.load(Ordering::Relaxed).wrapping_add(1);
+    FREES.store(n, Ordering::Relaxed);
+    let delay = delay_ms();
+    if n % FREES_PER_CLOCK != 1 || delay == 0 {
+        return;
+    }
+    let now = sys::coarse_ms();
+    // Relaxed: only decides when.
+    if now.wrapping_sub(LAST_SWEEP_MS.load(Ordering::Relaxed)) >= u64::from(delay) {
+        LAST_SWEEP_MS.store(now, Ordering::Relaxed);
+        background_sweep();
+    }
+}
+
+/// Called on the owner's cold paths (a private list run dry, a large slot,
+/// a free that is not the hot path's): the owner of the slab at
+/// `slab_addr` hands its private lists to the shared lists once after each
+/// sweep (a load and a compare otherwise).
 #[inline]
-fn owner_tick() {
-    let owned = home_slab::owned();
-    if is_owner(owned) {
-        let mine = tables(owned).purge_epoch();
-        // Relaxed: the epoch only says when; the lists synchronize.
-        let now = EPOCH.load(Ordering::Relaxed);
-        if mine.load(Ordering::Relaxed) != now {
-            mine.store(now, Ordering::Relaxed);
-            flush(home_slab::owned_slab(owned));
-        }
+pub fn owner_tick(slab_addr: usize) {
+    let mine = tables(metadata::private_block(slab_addr)).purge_epoch();
+    // Relaxed: the epoch only says when; the lists synchronize.
+    let now = EPOCH.load(Ordering::Relaxed);
+    if mine.load(Ordering::Relaxed) != now {
+        mine.store(now, Ordering::Relaxed);
+        flush(slab_addr, false);
     }
 }
 
 /// Hands the private lists of the slab at `slab_addr`, which the caller
-/// owns (or has claimed), to its shared lists, and its fresh runs back to
-/// the never-used tails where nobody claimed past them, so that a sweep
-/// sees every freed slot.
-pub fn flush(slab_addr: usize) {
+/// owns (or has claimed), to its shared lists, so that a sweep sees every
+/// freed slot; with `fresh`, its fresh runs too, back to the never-used
+/// tails where nobody claimed past them (a sweep needs them there to reset
+/// a region). An owner at work keeps its fresh runs: they cost no memory,
+/// and a thread without one looks for freed slots on other slabs, and may
+/// move there, before it claims new memory.
+pub fn flush(slab_addr: usize, fresh: bool) {
     let t = tables(metadata::private_block(slab_addr));
     for sc in MIN_SC..LARGE_SC {
         give(slab_addr, sc, t.head(private_index(sc)));
+        if !fresh {
+            continue;
+        }
         let run = t.fresh(sc);
         // Relaxed: only the owner touches its runs; the tail hands out
         // numbers of never-written slots (see `cold_path::claim_tail`).
@@ -183,14 +218,26 @@ fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
     true
 }
 
-/// What a sweep saw of each (slab, size class)'s shared list: its flh word,
-/// with [`SWEPT`] set once the list was swept at that word.
+/// What a sweep saw of each (slab, size class)'s shared list: its flh word.
 static SEEN: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
     [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
 
-/// In a [`SEEN`] word: swept (the flh's counter never reaches bit 63 in
-/// practice, and a collision only delays a sweep).
-const SWEPT: u64 = 1 << 63;
+/// And what it made of it: [`QUIET`], [`BACKOFF`], [`SWEPT`].
+static STATE: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// In a [`STATE`] word: sweeps that found the list unchanged (bits 0-7).
+const QUIET: u32 = 0xff;
+/// In a [`STATE`] word: the list is swept once it was quiet for `1 << b`
+/// sweeps, `b` here (bits 8-11): raised each time the list is used again
+/// after a sweep gave its memory back, so that memory a program keeps
+/// coming back to is not given back and faulted in again every delay.
+const BACKOFF: u32 = 0xf00;
+/// In a [`STATE`] word: the list was swept and has not changed since.
+const SWEPT: u32 = 1 << 16;
+/// The largest backoff: a list used again after every sweep is swept after
+/// 32 delays of quiet (3.2 s by default).
+const MAX_BACKOFF: u32 = 5;
 
 /// Resident bytes given back by sweeps, ever.
 static PURGED_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -258,10 +305,19 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let slab_addr = layout::slab_addr(base, slab);
         if mine == Some(slab) {
-            flush(slab_addr);
+            // A trim's caller gives up its fresh runs too; a sweep on an
+            // owner's cold free does not.
+            flush(slab_addr, force);
         } else if ownership::unowned() & (1 << slab) != 0 && ownership::claim(slab) {
-            flush(slab_addr);
+            flush(slab_addr, true);
             ownership::release(slab);
+            // What a thread that ended freed is idle: what the flush put on
+            // the lists counts as seen, so the next sweep can take it.
+            for sc in MIN_SC..=MAX_SC {
+                let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
+                // Relaxed: ours under the lock.
+                SEEN[slab][sc as usize].store(w, Ordering::Relaxed);
+            }
         }
     }
     for sc in (MIN_SC..=MAX_SC).rev() {
@@ -281,16 +337,34 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
 /// `force`), adding to `out`.
 fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swept) {
     let line = shared(slab_addr, sc);
-    let seen = &SEEN[slab][sc as usize];
-    // Relaxed: a first look; `take_all` synchronizes. The table is ours
+    let (seen, state) = (&SEEN[slab][sc as usize], &STATE[slab][sc as usize]);
+    // Relaxed: a first look; `take_all` synchronizes. The tables are ours
     // under the lock.
     let w = line.flh.load(Ordering::Relaxed);
-    let before = seen.load(Ordering::Relaxed);
-    if w as u32 == 0 || before == w | SWEPT {
+    let mut st = state.load(Ordering::Relaxed);
+    let mut backoff = (st & BACKOFF) >> 8;
+    if w != seen.load(Ordering::Relaxed) {
+        seen.store(w, Ordering::Relaxed);
+        st &= !QUIET;
+        if w as u32 != 0 {
+            out.pending = true;
+            if st & SWEPT != 0 {
+                // Used again after a sweep gave its memory back.
+                backoff = (backoff + 1).min(MAX_BACKOFF);
+                st = (st & !(SWEPT | BACKOFF)) | backoff << 8;
+            }
+        }
+        state.store(st, Ordering::Relaxed);
+        if !force {
+            return;
+        }
+    }
+    if w as u32 == 0 || st & SWEPT != 0 {
         return;
     }
-    if !force && before != w {
-        seen.store(w, Ordering::Relaxed);
+    let quiet = (st & QUIET) + 1;
+    if !force && quiet < 1 << backoff {
+        state.store((st & !QUIET) | quiet, Ordering::Relaxed);
         out.pending = true;
         return;
     }
@@ -309,9 +383,11 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
         // The take's Acquire ordered the pushes before us.
         link = follow_link(last);
     }
+    let swept = (st & BACKOFF) | SWEPT;
     if n == tail && reset(slab_addr, sc, tail, out) {
-        // Relaxed: the table is ours under the lock.
-        seen.store(line.flh.load(Ordering::Relaxed) | SWEPT, Ordering::Relaxed);
+        // Relaxed: the tables are ours under the lock.
+        seen.store(line.flh.load(Ordering::Relaxed), Ordering::Relaxed);
+        state.store(swept, Ordering::Relaxed);
         return;
     }
     let page = sys::page_size();
@@ -327,7 +403,8 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     // `last` is the last slot we walked to.
     let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
     // Relaxed: ours under the lock.
-    seen.store(now | SWEPT, Ordering::Relaxed);
+    seen.store(now, Ordering::Relaxed);
+    state.store(swept, Ordering::Relaxed);
 }
 
 /// Resets (slab, size class), whose `tail` slots the caller holds, every
@@ -383,8 +460,9 @@ pub fn release_slot(slot: usize, sc: u32) -> usize {
     resident
 }
 
-/// A sweep by the background thread: quiet lists only; then the owners
-/// hand their private lists over at their next cold path.
+/// A sweep by the background thread (or, in a process without one, on a
+/// cold free): quiet lists only; then the owners hand their private lists
+/// over at their next cold path.
 pub fn background_sweep() -> Swept {
     if !try_lock() {
         return Swept {
@@ -394,7 +472,7 @@ pub fn background_sweep() -> Swept {
     }
     let out = sweep(false, usize::MAX);
     unlock();
-    // Relaxed: see `cold_tick`.
+    // Relaxed: see `owner_tick`.
     EPOCH.fetch_add(1, Ordering::Relaxed);
     out
 }
@@ -425,5 +503,3 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
         unsafe { sys::release(sys::ptr_at(first), len) };
     }
 }
-
-const _: () = assert!(COUNTER_MASK & SWEPT != 0);

@@ -1,9 +1,12 @@
 //! The background thread that runs the purge's sweeps
 //! ([`purge`](crate::purge)): started by the first cold path that may leave
-//! something to give back (a free onto a shared list, a thread's end), it
-//! sleeps a purge delay, sweeps, and repeats while lists change; when a
-//! sweep finds nothing new it waits until a cold path wakes it (or a
-//! second passes).
+//! something to give back (a free onto a shared list, a thread's end) once
+//! a second thread has allocated, it sleeps a purge delay, sweeps, and
+//! repeats while lists change; when a sweep finds nothing new it waits
+//! until a cold path wakes it (or a second passes). A process in which one
+//! thread ever allocated has none (a second thread would make
+//! `unshare(CLONE_NEWUSER)` fail and Python warn at `os.fork()`): it sweeps
+//! on its own cold frees ([`purge::cold_tick_freed`]).
 //!
 //! It never allocates, holds no lock of the C library, and has every
 //! signal blocked. Across `fork` (`pthread_atfork`): the forking thread
@@ -14,7 +17,7 @@
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use crate::{purge, sys};
+use crate::{occupancy, purge, sys};
 
 /// No thread yet (or, in a fork child, none any more).
 const NONE: u32 = 0;
@@ -24,34 +27,44 @@ const STARTING: u32 = 1;
 const RUNNING: u32 = 2;
 /// The C library refused a thread: purges happen on request only.
 const FAILED: u32 = 3;
+/// With [`RUNNING`]: the thread waits for a wake (the word is its futex).
+const WAITING: u32 = 4;
 
-/// The thread's state.
+/// The thread's state: one word, so that a cold free reads one line.
 static STATE: AtomicU32 = AtomicU32::new(NONE);
-
-/// 1 while the thread waits for a wake (a futex word).
-static WAITING: AtomicU32 = AtomicU32::new(0);
 
 /// How long the thread waits when a sweep found nothing new, unless woken.
 const IDLE_WAIT_MS: u32 = 1000;
 
-/// Wakes the purging thread if it waits, or starts it if purging is on and
-/// it never ran. Cold paths only.
+/// Wakes the purging thread if it waits, or starts it if purging is on, it
+/// never ran, and a second thread has allocated. Returns whether it runs.
+/// Cold paths only.
 #[inline]
-pub fn wake() {
-    // Relaxed: a hint.
-    if STATE.load(Ordering::Relaxed) == NONE && !cfg!(miri) && purge::delay_ms() != 0 {
-        start();
-    }
-    nudge();
+pub fn wake() -> bool {
+    // Relaxed: a hint; a lost wake costs at most one idle wait.
+    let s = STATE.load(Ordering::Relaxed);
+    s == RUNNING || wake_slow(s)
 }
 
-/// Wakes the purging thread if it waits.
-#[inline]
-pub fn nudge() {
-    // Relaxed: hints; a lost wake costs at most one idle wait.
-    if WAITING.load(Ordering::Relaxed) != 0 && WAITING.swap(0, Ordering::Relaxed) != 0 {
-        futex_wake(&WAITING);
+/// [`wake`] when the thread waits or does not run.
+#[cold]
+#[inline(never)]
+fn wake_slow(s: u32) -> bool {
+    if s == RUNNING | WAITING {
+        // Relaxed: the futex word itself is the synchronization.
+        if STATE
+            .compare_exchange(s, RUNNING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            futex_wake(&STATE);
+        }
+        return true;
     }
+    if s == NONE && !cfg!(miri) && occupancy::many_threads_seen() && purge::delay_ms() != 0 {
+        start();
+    }
+    // Relaxed: as above.
+    STATE.load(Ordering::Relaxed) & !WAITING == RUNNING
 }
 
 /// Whether the `fork` handlers were registered.
@@ -94,7 +107,8 @@ fn start() {
         }
         rc == 0
     };
-    // Relaxed: the state is a hint for `wake`.
+    // Relaxed: the state is a hint for `wake`. The thread may be waiting
+    // already: then it is woken once for nothing.
     STATE.store(if ok { RUNNING } else { FAILED }, Ordering::Relaxed);
 }
 
@@ -116,24 +130,25 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
 
 /// Waits until woken, or [`IDLE_WAIT_MS`].
 fn idle_wait() {
-    // Relaxed: see `wake`.
-    WAITING.store(1, Ordering::Relaxed);
+    // Relaxed: see `wake`. A wake between the store and the wait changes
+    // the word, and the wait returns at once.
+    STATE.store(RUNNING | WAITING, Ordering::Relaxed);
     let ts = libc::timespec {
         tv_sec: libc::time_t::from(IDLE_WAIT_MS / 1000),
         tv_nsec: 0,
     };
     // SAFETY: a futex wait on a static word with a valid timeout; returns
-    // at once if the word is no longer 1.
+    // at once if the word no longer says waiting.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
-            WAITING.as_ptr(),
+            STATE.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            1u32,
+            RUNNING | WAITING,
             &ts,
         )
     };
-    WAITING.store(0, Ordering::Relaxed);
+    STATE.store(RUNNING, Ordering::Relaxed);
 }
 
 /// Wakes the thread waiting on `word`.
@@ -178,5 +193,4 @@ extern "C" fn child() {
     purge::reset_after_fork();
     // Relaxed: the child has one thread.
     STATE.store(NONE, Ordering::Relaxed);
-    WAITING.store(0, Ordering::Relaxed);
 }

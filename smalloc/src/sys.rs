@@ -257,6 +257,20 @@ pub fn resident_runs(addr: usize, len: usize, mut f: impl FnMut(usize, usize, bo
     true
 }
 
+/// Milliseconds of the coarse monotonic clock (a vDSO read, no system
+/// call); 0 if it cannot be read.
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+}
+
 /// This process's id.
 pub fn pid() -> usize {
     // SAFETY: getpid has no preconditions and cannot fail.

@@ -5,7 +5,7 @@
 //! least two pages give back their pages past the first (which keep their
 //! links). The private lists of slabs other live threads own are left
 //! alone: only their owner touches them (it hands them over after the
-//! background thread's next sweep, [`purge::cold_tick`]).
+//! background thread's next sweep, [`purge::owner_tick`]).
 //!
 //! A trim never gives back a page of a slot someone is handed meanwhile: it
 //! takes each shared list whole (allocating threads then find it empty and

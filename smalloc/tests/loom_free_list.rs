@@ -2,7 +2,9 @@
 //! of a few threads, up to loom's preemption bound, of
 //! `smalloc::free_list` (the shared list: push, pop, take_all),
 //! `smalloc::private_list` (the owner's list: push, pop) and
-//! `smalloc::ownership` (claim, release).
+//! `smalloc::ownership` (claim, release), and of the purge's protocols: an
+//! owner handing its private list over whole, a sweep resetting a region
+//! whose every slot it holds while others claim never-used slots.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -10,7 +12,12 @@
 //! * built with `--cfg smalloc_no_push_counter` (the push counter never
 //!   moves), loom finds the ABA bug in the tests marked for it;
 //! * built with `--cfg smalloc_no_ownership_check` (every claim succeeds),
-//!   loom finds two threads on one private list in the tests marked for it.
+//!   loom finds two threads on one private list in the tests marked for it;
+//! * built with `--cfg smalloc_blind_chain_push` (a chain goes onto the
+//!   shared list whether or not it is still empty), loom finds a slot lost
+//!   in the hand-over test; with `--cfg smalloc_blind_reset` (a sweep sets
+//!   the tail to 0 without first making claims fail), a slot handed out
+//!   twice in the reset test.
 
 #![cfg(loom)]
 
@@ -117,7 +124,29 @@ impl Slab {
 
     fn push_shared(&self, l: u32) {
         // SAFETY: the caller owns slot `l`.
-        unsafe { free_list::push(&self.flh, &self.links.0[l as usize - 1], l) }
+        unsafe { free_list::push(&self.flh, &self.links.0[l as usize - 1], l) };
+    }
+
+    /// The owner hands its private list to the shared list whole (as
+    /// `purge::give` does): one compare-and-swap onto an empty list, else a
+    /// walk to its last slot and a push of the chain.
+    fn give(&self) {
+        let first = self.head.get();
+        if first == 0 {
+            return;
+        }
+        let w = self.flh.load(Ordering::Relaxed);
+        // SAFETY: the owner's chain, ending with link 0.
+        if w as u32 != 0 || !unsafe { free_list::push_chain_if_empty(&self.flh, w, first) } {
+            let mut last = first;
+            // SAFETY: the owner's chain.
+            while let next @ 1.. = unsafe { self.links.load_link(last) } {
+                last = next;
+            }
+            // SAFETY: the chain is ours; `last` is its last slot.
+            unsafe { free_list::push(&self.flh, &self.links.0[last as usize - 1], first) };
+        }
+        self.head.set(0);
     }
 
     /// A pop by a thread that does not own the slab, retrying collisions.
@@ -338,5 +367,102 @@ fn a_non_owner_borrows_from_an_unowned_slab() {
         };
         let theirs = borrower.join().unwrap();
         check_conservation(&slab, vec![mine, theirs]);
+    });
+}
+
+/// The owner hands its private list (two slots) over to the shared list
+/// while another thread frees a slot onto it and a third pops from it.
+#[test]
+#[cfg_attr(smalloc_blind_chain_push, should_panic(expected = "a slot was lost"))]
+fn the_owner_hands_its_private_list_over_while_others_push_and_pop() {
+    model(|| {
+        let slab = Slab::new(3);
+        assert!(slab.claim());
+        let a = slab.alloc_owned().unwrap();
+        let b = slab.alloc_owned().unwrap();
+        let remote = slab.alloc_owned().unwrap();
+        slab.free_owned(a);
+        slab.free_owned(b);
+        let (s1, s2) = (slab.clone(), slab.clone());
+        let freer = thread::spawn(move || {
+            s1.push_shared(remote);
+            Vec::new()
+        });
+        let popper = thread::spawn(move || s2.pop_shared().into_iter().collect::<Vec<_>>());
+        slab.give();
+        slab.release();
+        let held = vec![freer.join().unwrap(), popper.join().unwrap()];
+        check_conservation(&slab, held);
+    });
+}
+
+/// A sweep resets a region (as `purge::sweep_list` and `purge::reset` do)
+/// while a thread pops from its shared list and another claims never-used
+/// slots from its tail. Slots 1 and 2 were handed out and freed (the tail is
+/// 2); slot 3 was never used. Every slot must end up exactly once: held by
+/// a thread, on the list, or at or above the tail (never-used).
+#[test]
+#[cfg_attr(smalloc_blind_reset, should_panic(expected = "slot"))]
+fn a_sweep_resets_a_region_while_others_pop_and_claim() {
+    const N: u32 = 3;
+    model(|| {
+        let slab = Slab::new(2);
+        let tail = Arc::new(AtomicU32::new(2));
+        let (s1, t1) = (slab.clone(), tail.clone());
+        let sweeper = thread::spawn(move || {
+            let first = free_list::take_all(&s1.flh);
+            if first == 0 {
+                return;
+            }
+            let (mut n, mut last) = (1, first);
+            // SAFETY: the chain is ours.
+            while let next @ 1.. = unsafe { s1.links.load_link(last) } {
+                (n, last) = (n + 1, next);
+            }
+            let t = t1.load(Ordering::Relaxed);
+            // While the tail says "used up", claims fail.
+            if n == t
+                && (cfg!(smalloc_blind_reset)
+                    || t1
+                        .compare_exchange(t, N, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok())
+            {
+                // The pages given back; the slots never-used again.
+                t1.store(0, Ordering::Release);
+            } else {
+                // SAFETY: the chain is ours; `last` is its last slot.
+                unsafe { free_list::push(&s1.flh, &s1.links.0[last as usize - 1], first) };
+            }
+        });
+        let (s2, t2) = (slab.clone(), tail.clone());
+        let claimer = thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let t = t2.load(Ordering::Relaxed);
+                if t < N
+                    && t2
+                        .compare_exchange(t, t + 1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    got.push(t + 1);
+                }
+            }
+            let _ = &s2;
+            got
+        });
+        let popped: Vec<u32> = slab.pop_shared().into_iter().collect();
+        sweeper.join().unwrap();
+        let claimed = claimer.join().unwrap();
+        let mut all = HashSet::new();
+        let never_used = tail.load(Ordering::Relaxed) + 1..=N;
+        for s in popped
+            .into_iter()
+            .chain(claimed)
+            .chain(slab.drain())
+            .chain(never_used)
+        {
+            assert!(all.insert(s), "slot {s} handed out twice");
+        }
+        assert_eq!(all.len(), N as usize, "a slot was lost: {all:?}");
     });
 }

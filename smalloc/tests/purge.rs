@@ -269,9 +269,9 @@ fn the_delay_comes_from_the_environment() {
     for (value, expect) in [
         ("0", "0"),
         ("250", "250"),
-        ("junk", "100"),
-        ("-1", "100"),
-        ("", "100"),
+        ("junk", "300"),
+        ("-1", "300"),
+        ("", "300"),
     ] {
         let out = std::process::Command::new(&exe)
             .args([
