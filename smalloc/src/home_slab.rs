@@ -18,7 +18,8 @@
 //!   bit 0 set ([`NO_OWN`]) when the thread must not own a slab again (it is
 //!   exiting, or a benchmark pinned it to a shared slab).
 //! * the *search hint*: the slab where its last search for freed slots
-//!   succeeded, where the next search starts.
+//!   succeeded, where the next search starts; above it, the purge epoch at
+//!   which the thread last handed its private lists over.
 //!
 //! The words themselves, and how they are reached:
 //! [`thread_words`](crate::thread_words).
@@ -87,7 +88,26 @@ pub fn search_hint() -> usize {
 /// Records where a search for freed slots succeeded.
 #[inline]
 pub fn set_search_hint(slab: usize) {
-    thread_words::store::<{ thread_words::HINT }>(slab)
+    let w = thread_words::load::<{ thread_words::HINT }>();
+    thread_words::store::<{ thread_words::HINT }>((w & !HINT_SLAB) | slab)
+}
+
+/// In the hint word: the slab (the bits above hold the purge epoch the
+/// thread last acted on, [`purge_epoch`]: a word the cold paths read
+/// anyway, where a cell of the slab's tables would cost a cache line).
+const HINT_SLAB: usize = 0xff;
+
+/// The purge epoch the thread last handed its private lists over at.
+#[inline]
+pub fn purge_epoch() -> u32 {
+    (thread_words::load::<{ thread_words::HINT }>() >> 8) as u32
+}
+
+/// Records the purge epoch the thread handed its private lists over at.
+#[inline]
+pub fn set_purge_epoch(epoch: u32) {
+    let w = thread_words::load::<{ thread_words::HINT }>();
+    thread_words::store::<{ thread_words::HINT }>((w & HINT_SLAB) | (epoch as usize) << 8)
 }
 
 /// The slab address of a non-zero current word.

@@ -91,9 +91,6 @@ pub struct PrivateTables {
     /// The owner's allocations and frees by size class (the `counters`
     /// feature), next to the lists they count.
     owner_counts: [[AtomicU64; 2]; NUM_SCS],
-    /// The purge epoch at which the owner last handed its private lists to
-    /// the shared ones (`purge::owner_tick`).
-    purge_epoch: AtomicU32,
 }
 
 /// `&array[i]` without a bounds check (a panic must not be reachable from
@@ -134,12 +131,6 @@ impl PrivateTables {
     #[inline(always)]
     pub fn large_count(&self, sc: u32) -> &AtomicU32 {
         at(&self.large_counts, sc as usize)
-    }
-
-    /// The purge epoch the owner last acted on.
-    #[inline(always)]
-    pub fn purge_epoch(&self) -> &AtomicU32 {
-        &self.purge_epoch
     }
 }
 
@@ -251,7 +242,6 @@ pub static EMPTY_TABLES: PrivateTables = PrivateTables {
     large_heads: [const { AtomicU32::new(0) }; NUM_SCS],
     large_counts: [const { AtomicU32::new(0) }; NUM_SCS],
     owner_counts: [const { [const { AtomicU64::new(0) }; 2] }; NUM_SCS],
-    purge_epoch: AtomicU32::new(0),
 };
 
 /// The private block whose tables are [`EMPTY_TABLES`].

@@ -94,6 +94,15 @@ static EPOCH: AtomicU32 = AtomicU32::new(0);
 /// delay has passed since the last.
 #[inline]
 pub fn cold_tick_freed() {
+    if !purger::runs() {
+        cold_tick_slow();
+    }
+}
+
+/// [`cold_tick_freed`] when the background thread waits or does not run.
+#[cold]
+#[inline(never)]
+fn cold_tick_slow() {
     if !purger::wake() {
         sweep_if_due();
     }
@@ -114,8 +123,7 @@ static LAST_SWEEP_MS: AtomicU64 = AtomicU64::new(0);
 /// that allocates (with more, the background thread sweeps, or, if the C
 /// library refused it, only trims do), and a delay has passed since the
 /// last sweep.
-#[cold]
-#[inline(never)]
+#[inline]
 fn sweep_if_due() {
     if occupancy::many_threads_seen() || cfg!(miri) {
         return;
@@ -135,20 +143,22 @@ fn sweep_if_due() {
     }
 }
 
-/// Called on the owner's cold paths (a private list run dry, a large slot,
-/// a free that is not the hot path's): the owner of the slab at
-/// `slab_addr` hands its private lists to the shared lists once after each
-/// sweep (a load and a compare otherwise).
+/// Called on the owner's cold paths (a private list run dry, a large slot):
+/// the owner of the slab at `slab_addr` hands its private lists to the
+/// shared lists once after each sweep (two loads and a compare otherwise:
+/// the epoch, and the thread's word that remembers it).
 #[inline]
 pub fn owner_tick(slab_addr: usize) {
-    let mine = tables(metadata::private_block(slab_addr)).purge_epoch();
     // Relaxed: the epoch only says when; the lists synchronize.
     let now = EPOCH.load(Ordering::Relaxed);
-    if mine.load(Ordering::Relaxed) != now {
-        mine.store(now, Ordering::Relaxed);
+    if home_slab::purge_epoch() != now & EPOCH_MASK {
+        home_slab::set_purge_epoch(now & EPOCH_MASK);
         flush(slab_addr, false);
     }
 }
+
+/// The epoch bits a thread word keeps.
+const EPOCH_MASK: u32 = 0xff_ffff;
 
 /// Hands the private lists of the slab at `slab_addr`, which the caller
 /// owns (or has claimed), to its shared lists, so that a sweep sees every

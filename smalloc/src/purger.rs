@@ -36,6 +36,13 @@ static STATE: AtomicU32 = AtomicU32::new(NONE);
 /// How long the thread waits when a sweep found nothing new, unless woken.
 const IDLE_WAIT_MS: u32 = 1000;
 
+/// Whether the purging thread runs and does not wait (one load).
+#[inline(always)]
+pub fn runs() -> bool {
+    // Relaxed: a hint.
+    STATE.load(Ordering::Relaxed) == RUNNING
+}
+
 /// Wakes the purging thread if it waits, or starts it if purging is on, it
 /// never ran, and a second thread has allocated. Returns whether it runs.
 /// Cold paths only.
