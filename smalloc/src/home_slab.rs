@@ -45,11 +45,15 @@ pub fn owned() -> usize {
     thread_words::load::<{ thread_words::OWNED }>()
 }
 
-/// Makes the thread's words say it owns the slab at `slab_addr`.
+/// Makes the thread's words say it owns the slab at `slab_addr`. A new
+/// owner counts as having handed the private lists over at the current
+/// purge epoch: what it inherits is not handed over (walked) until the next
+/// sweep.
 fn set_owned(slab_addr: usize) {
     let block = metadata::private_block(slab_addr);
     thread_words::store::<{ thread_words::OWNED }>(block);
     thread_words::store::<{ thread_words::ALLOC }>(block);
+    set_purge_epoch(crate::purge::epoch());
 }
 
 /// Makes the thread's words say it owns no slab. Done before the slab is

@@ -160,6 +160,13 @@ pub fn owner_tick(slab_addr: usize) {
 /// The epoch bits a thread word keeps.
 const EPOCH_MASK: u32 = 0xff_ffff;
 
+/// The current purge epoch, as a thread word keeps it.
+#[inline]
+pub fn epoch() -> u32 {
+    // Relaxed: see `owner_tick`.
+    EPOCH.load(Ordering::Relaxed) & EPOCH_MASK
+}
+
 /// Hands the private lists of the slab at `slab_addr`, which the caller
 /// owns (or has claimed), to its shared lists, so that a sweep sees every
 /// freed slot; with `fresh`, its fresh runs too, back to the never-used
