@@ -8,7 +8,8 @@
  *   LD_PRELOAD="$PWD/waste.so $PWD/target/release/libsmalloc.so" python3 app.py
  *
  * "usable/requested" is the average slot (or chunk) per requested byte,
- * weighted by bytes; blocks of 0 bytes are left out. */
+ * weighted by bytes, for new blocks and for reallocated ones apart;
+ * blocks of 0 bytes are left out. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -24,7 +25,9 @@ static void *(*next_realloc)(void *, size_t);
 static void *(*next_memalign)(size_t, size_t);
 static size_t (*next_usable)(void *);
 
-static atomic_ullong calls, requested, usable;
+/* [0]: malloc, calloc and the aligned ones; [1]: realloc, whose block may
+ * sit in a slot chosen for growth (smalloc's growers). */
+static atomic_ullong calls[2], requested[2], usable[2];
 
 /* dlsym may call calloc before next_calloc is known: served from here. */
 static char early[4096];
@@ -38,14 +41,16 @@ static void init(void) {
     next_usable = dlsym(RTLD_NEXT, "malloc_usable_size");
 }
 
-static void *count(void *p, size_t size) {
+static void *count_as(int k, void *p, size_t size) {
     if (p && size) {
-        atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&requested, size, memory_order_relaxed);
-        atomic_fetch_add_explicit(&usable, next_usable(p), memory_order_relaxed);
+        atomic_fetch_add_explicit(&calls[k], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&requested[k], size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&usable[k], next_usable(p), memory_order_relaxed);
     }
     return p;
 }
+
+static void *count(void *p, size_t size) { return count_as(0, p, size); }
 
 static int is_early(void *p) { return (char *)p >= early && (char *)p < early + sizeof early; }
 
@@ -73,7 +78,7 @@ void *realloc(void *p, size_t n) {
         if (q) memcpy(q, p, n < sizeof early ? n : sizeof early);
         return q;
     }
-    return count(next_realloc(p, n), n);
+    return count_as(1, next_realloc(p, n), n);
 }
 
 void free(void *p) {
@@ -102,11 +107,14 @@ size_t malloc_usable_size(void *p) {
 }
 
 __attribute__((destructor)) static void report(void) {
-    unsigned long long c = atomic_load(&calls), r = atomic_load(&requested), u = atomic_load(&usable);
     const char *path = getenv("WASTE_OUT");
     FILE *f = path ? fopen(path, "a") : stderr;
     if (!f) return;
-    fprintf(f, "waste: %llu allocations, %llu bytes requested, %llu usable, usable/requested %.3f\n", c, r, u,
-            r ? (double)u / (double)r : 0.0);
+    static const char *what[2] = {"malloc/calloc/aligned", "realloc"};
+    for (int k = 0; k < 2; k++) {
+        unsigned long long c = atomic_load(&calls[k]), r = atomic_load(&requested[k]), u = atomic_load(&usable[k]);
+        fprintf(f, "waste %s: %llu blocks, %llu bytes requested, %llu usable, usable/requested %.3f\n", what[k], c,
+                r, u, r ? (double)u / (double)r : 0.0);
+    }
     if (f != stderr) fclose(f);
 }

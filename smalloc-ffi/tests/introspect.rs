@@ -42,6 +42,7 @@ fn mallinfo_malloc_trim_malloc_info_and_malloc_stats() {
 fn python_calls_malloc_stats_through_ctypes() {
     let out = run_ok(
         preloaded(&mut Command::new("python3"))
+            .env("SMALLOC_PURGE_DELAY_MS", "0")
             .args(["-c", "import ctypes; ctypes.CDLL(None).malloc_stats()"]),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -243,6 +243,13 @@ static SEEN: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
 static STATE: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
     [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
 
+/// The cell of (slab, size class) in a table of [`SEEN`]'s shape (indices
+/// reduced, so no bounds check and no panic is on any allocation path).
+#[inline]
+fn list_cell<T>(table: &'static [[T; NUM_SCS]; NUM_SLABS], slab: usize, sc: u32) -> &'static T {
+    &table[slab % NUM_SLABS][sc as usize % NUM_SCS]
+}
+
 /// In a [`STATE`] word: sweeps that found the list unchanged (bits 0-7).
 const QUIET: u32 = 0xff;
 /// In a [`STATE`] word: the list is swept once it was quiet for `1 << b`
@@ -333,7 +340,7 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
             for sc in MIN_SC..=MAX_SC {
                 let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
                 // Relaxed: ours under the lock.
-                SEEN[slab][sc as usize].store(w, Ordering::Relaxed);
+                list_cell(&SEEN, slab, sc).store(w, Ordering::Relaxed);
             }
         }
     }
@@ -354,7 +361,7 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
 /// `force`), adding to `out`.
 fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swept) {
     let line = shared(slab_addr, sc);
-    let (seen, state) = (&SEEN[slab][sc as usize], &STATE[slab][sc as usize]);
+    let (seen, state) = (list_cell(&SEEN, slab, sc), list_cell(&STATE, slab, sc));
     // Relaxed: a first look; `take_all` synchronizes. The tables are ours
     // under the lock.
     let w = line.flh.load(Ordering::Relaxed);

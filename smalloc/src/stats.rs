@@ -33,7 +33,8 @@ use crate::{big, commit, occupancy, ownership, sys};
 /// One size class, summed over the slabs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
-    /// Slots ever handed out (each counted once, however often reused).
+    /// Slots ever handed out (each counted once, however often reused;
+    /// since the purge last reset the region, if it did).
     pub handed_out: u64,
     /// Freed slots on the shared lists.
     pub free_shared: u64,

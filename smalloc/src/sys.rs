@@ -240,17 +240,20 @@ pub fn resident_runs(addr: usize, len: usize, mut f: impl FnMut(usize, usize, bo
         if unsafe { libc::mincore(ptr_at(at), n, vec.as_mut_ptr()) } != 0 {
             return false;
         }
-        let pages = &vec[..n.div_ceil(page)];
+        let count = n.div_ceil(page).min(CHUNK_PAGES);
+        // Indices reduced modulo the vector's length (a power of two): no
+        // bounds check, so no panic on an allocation path.
+        let bit = |i: usize| vec[i % CHUNK_PAGES] & 1 != 0;
         let mut i = 0;
-        while i < pages.len() {
-            let resident = pages[i] & 1 != 0;
-            let run = pages[i..]
-                .iter()
-                .take_while(|&&b| (b & 1 != 0) == resident)
-                .count();
+        while i < count {
+            let resident = bit(i);
+            let mut j = i + 1;
+            while j < count && bit(j) == resident {
+                j += 1;
+            }
             let start = at + i * page;
-            f(start, (run * page).min(end - start), resident);
-            i += run;
+            f(start, ((j - i) * page).min(end - start), resident);
+            i = j;
         }
         at += n;
     }

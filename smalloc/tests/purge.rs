@@ -192,7 +192,6 @@ fn purges_racing_allocations_and_frees_never_touch_a_live_block() {
 #[test]
 fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
     const SIZE: usize = 3000;
-    smalloc::set_purge_delay(Duration::from_millis(5));
     let blocks: Vec<_> = (0..5000).map(|i| alloc(SIZE, i)).collect();
     // Freed by another thread: onto the shared list, where sweeps see them.
     let theirs = blocks.clone();
@@ -203,15 +202,11 @@ fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
     })
     .join()
     .unwrap();
-    // This thread owns the slab: its fresh run goes back to the tail at its
-    // first cold path after a sweep (a large block's allocation here).
-    let start = Instant::now();
-    while stats::snapshot().purge_resets == 0 {
-        assert!(start.elapsed() < Duration::from_secs(5), "no reset");
-        thread::sleep(Duration::from_millis(5));
-        free(alloc(1 << 20, 5), 1 << 20, 5);
-    }
+    // This thread owns the slab and keeps its fresh run while it works; a
+    // trim (the same sweep) hands it back with its lists, and resets.
     smalloc::set_purge_delay(Duration::ZERO);
+    stats::trim(0);
+    assert!(stats::snapshot().purge_resets > 0, "no reset");
     // The region's slots are never-used again: zero for `alloc_zeroed`
     // (not written), and `alloc` hands them out again in order.
     let l = layout(SIZE);
