@@ -213,11 +213,8 @@ fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
     // SAFETY: non-zero layouts; the blocks are freed below.
     let (z, p) = unsafe { (A.alloc_zeroed(l), A.alloc(l)) };
     // SAFETY: `z` holds SIZE bytes.
-    assert!(
-        unsafe { std::slice::from_raw_parts(z, SIZE) }
-            .iter()
-            .all(|&b| b == 0)
-    );
+    let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
+    assert!(zeroed.iter().all(|&b| b == 0));
     assert!(blocks.contains(&(z as usize)) && blocks.contains(&(p as usize)));
     // SAFETY: both are ours.
     unsafe {
@@ -392,11 +389,8 @@ fn a_trimmed_slot_reads_zero_through_alloc_zeroed_however_much_was_touched_since
     let z = unsafe { A.alloc_zeroed(l) };
     assert_eq!(z as usize, p);
     // SAFETY: `z` holds SIZE bytes.
-    assert!(
-        unsafe { std::slice::from_raw_parts(z, SIZE) }
-            .iter()
-            .all(|&b| b == 0)
-    );
+    let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
+    assert!(zeroed.iter().all(|&b| b == 0));
     // SAFETY: ours.
     unsafe { A.dealloc(z, l) };
     free(keep, SIZE, 1);
