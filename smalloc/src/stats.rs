@@ -164,11 +164,12 @@ impl Snapshot {
         events: [0; NUM_EVENTS],
     };
 
-    /// The size classes that ever handed out a slot, with their stats.
+    /// The size classes that ever handed out a slot (since the purge last
+    /// reset their regions, or with counted operations), with their stats.
     pub fn used_classes(&self) -> impl Iterator<Item = (u32, &ClassStats)> {
         (MIN_SC..=MAX_SC)
             .map(|sc| (sc, &self.classes[sc as usize]))
-            .filter(|(_, c)| c.handed_out != 0)
+            .filter(|(_, c)| c.handed_out != 0 || c.counts != Counts::ZERO)
     }
 
     /// Bytes of `f(class)` slots over the size classes.
@@ -256,6 +257,10 @@ pub fn snapshot() -> Snapshot {
             if slab == layout::PROFILE_SLAB {
                 l.free_private += features::kept(sc);
             }
+            // Counted even where the purge reset the region since.
+            let n = features::counts(slab_addr, sc);
+            s.classes[sc as usize].counts.add(&n);
+            st.counts.add(&n);
             if l.handed_out == 0 {
                 continue;
             }
@@ -268,9 +273,6 @@ pub fn snapshot() -> Snapshot {
             c.free_shared += l.free_shared;
             c.free_private += l.free_private;
             c.shared_frees += l.shared_frees;
-            let n = features::counts(slab_addr, sc);
-            c.counts.add(&n);
-            st.counts.add(&n);
             st.handed_out_bytes += l.handed_out * size as u64;
             st.free_bytes += free * size as u64;
         }

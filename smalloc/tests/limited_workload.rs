@@ -49,6 +49,9 @@ fn work(seed: u64, out: mpsc::Sender<(u64, Vec<String>)>) {
 #[test]
 #[ignore = "the child of the workload_under_* tests"]
 fn child_workload() {
+    // The figures below count slots handed out since the purge last reset a
+    // region: no purge.
+    smalloc::set_purge_delay(std::time::Duration::ZERO);
     let Some(limit) = std::env::var(CHILD)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
