@@ -514,9 +514,14 @@ fn kept_slots_count_as_free_pass_to_later_samples_and_go_to_the_shared_list_on_t
     assert_eq!(class_112k(&smalloc::stats::snapshot()), (6, 0, 0, 6));
     drop(again);
     assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 6, 0, 6));
-    // A trim puts them on the shared list (and gives their pages back).
+    // A trim puts them on the shared list; every slot of the region being
+    // free, it resets the region (all its pages given back, nothing handed
+    // out any more).
+    let resets = smalloc::stats::snapshot().purge_resets;
     smalloc::stats::trim(0);
-    assert_eq!(class_112k(&smalloc::stats::snapshot()), (0, 0, 6, 6));
+    let after = smalloc::stats::snapshot();
+    assert_eq!(class_112k(&after), (0, 0, 0, 0));
+    assert!(after.purge_resets > resets);
     profile::stop();
 }
 
