@@ -11,20 +11,36 @@ use std::process::Command;
 
 use common::*;
 
-/// bench/preload/peakfree.c, compiled into `dir`.
-fn peakfree(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/preload/peakfree.c");
-    let exe = dir.join("peakfree");
+/// The C file `src` compiled to `exe` with `-O2 -fno-builtin` (so that no
+/// allocation the test relies on is optimized out) and `-pthread`.
+fn cc(src: &Path, exe: &Path) {
     let out = Command::new("cc")
-        .args(["-O2", "-std=gnu11", "-pthread", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
+        .args([
+            "-O2",
+            "-std=gnu11",
+            "-fno-builtin",
+            "-pthread",
+            "-Wall",
+            "-Werror",
+            "-o",
+        ])
+        .arg(exe)
+        .arg(src)
         .output()
         .expect("run the C compiler (is cc installed?)");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// bench/preload/peakfree.c, compiled into `dir`.
+fn peakfree(dir: &Path) -> PathBuf {
+    let exe = dir.join("peakfree");
+    cc(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/preload/peakfree.c"),
+        &exe,
     );
     exe
 }
@@ -106,24 +122,8 @@ fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let src = dir.join("single.c");
     std::fs::write(&src, SINGLE).unwrap();
     let exe = dir.join("single");
-    let out = Command::new("cc")
-        .args([
-            "-O2",
-            "-std=gnu11",
-            "-fno-builtin",
-            "-Wall",
-            "-Werror",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("run the C compiler (is cc installed?)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cc(&src, &exe);
+
     let out = run_ok(preloaded(&mut Command::new(&exe)));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
