@@ -11,6 +11,10 @@
 //! * a second free of a block freed and not handed out again since;
 //! * a free of a pointer inside a live block.
 //!
+//! A freed slot stops being free where the purge reset its region (every
+//! slot of it free and quiet for a delay): it is never-used again, on no
+//! list, and the target forgets it.
+//!
 //! Under cargo-fuzz the core's `secure::fail` panics instead of aborting;
 //! the target catches the panic. Each check runs before the allocator
 //! changes anything, so the heap is as it was, and after repairing the
@@ -25,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use libfuzzer_sys::fuzz_target;
 use smalloc_core::Smalloc;
-use smalloc_core::layout::{MAX_SC, MIN_SC, sc_of, slab_of, slot_size};
+use smalloc_core::layout::{MAX_SC, MIN_SC, sc_of, slab_of, slot_of, slot_size};
 use smalloc_fuzz::{Input, Live, check, check_zero, is_mapping};
 
 static A: Smalloc = Smalloc::new();
@@ -93,10 +97,22 @@ impl Run {
         unsafe { self.live.add(p, l.size(), l.align()) };
     }
 
-    /// A freed block from the input's pick, if any.
-    fn pick_freed(&self, pick: u8) -> Option<Freed> {
+    /// A freed block from the input's pick, if any, among those still on a
+    /// free list.
+    fn pick_freed(&mut self, pick: u8) -> Option<Freed> {
+        self.freed.retain(|f| on_a_list(f.addr));
         (!self.freed.is_empty()).then(|| self.freed[pick as usize % self.freed.len()])
     }
+}
+
+/// Whether the freed slot at `addr` is still on a free list: below what its
+/// region handed out. A sweep that reset the region made the tail 0, and a
+/// slot claimed again since is handed out or in the owner's fresh run, past
+/// what it handed out.
+fn on_a_list(addr: usize) -> bool {
+    let sc = sc_of(addr);
+    let usage = smalloc_core::hooks::list_usage(slab_of(addr), sc);
+    u64::from(slot_of(addr, sc)) < usage.handed_out
 }
 
 /// A layout from the input: every slot size class, never a mapping of its

@@ -240,8 +240,11 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Slot> {
         let first = free_list::take_all(flh);
         if first != 0 {
             features::count(Event::TakeShared, slab_addr);
-            // We own the chain we took; its links were released by its
-            // pushes and acquired by `take_all`.
+            // The chain is ours and private before its first link is read,
+            // so a corrupted link stops the secure mode with the chain still
+            // on a list; its links were released by its pushes and acquired
+            // by `take_all`.
+            private_list::HeadCell::set(head, first);
             let next = follow_link(layout::slot_of_link(links.region, first));
             private_list::HeadCell::set(head, next);
             return Some(slot(slab_addr, sc, first, false));
