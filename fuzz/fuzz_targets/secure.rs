@@ -13,7 +13,8 @@
 //!
 //! A freed slot stops being free where the purge reset its region (every
 //! slot of it free and quiet for a delay): it is never-used again, on no
-//! list, and the target forgets it.
+//! list, and the target forgets it. The purge delay is 1 ms here, so that
+//! sweeps, hand-overs and resets come between the target's steps.
 //!
 //! Under cargo-fuzz the core's `secure::fail` panics instead of aborting;
 //! the target catches the panic. Each check runs before the allocator
@@ -45,6 +46,7 @@ const MAX_DRIVE: usize = 4096;
 fn install_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        smalloc_core::set_purge_delay(std::time::Duration::from_millis(1));
         let fuzzer_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             if !EXPECTING.load(Ordering::Relaxed) {
