@@ -4,21 +4,24 @@
  * main thread watches its resident set (VmRSS) for a while: the question
  * is whether the allocator gives the freed memory back without being asked.
  *
- * -w exit: the workers end after their frees (default); -w idle: they stay
- * alive, asleep, until the end. -c: meanwhile the main thread allocates and
- * frees a few small blocks every millisecond (a program that is not quite
- * idle). -b P: exit 1 if the resident set 1 s after the last free is above
- * P percent of the peak (a test's bound). Prints the peak, the resident set
- * at 0.25, 0.5, 1 s and at the end, in KiB. */
+ * -t 0: the main thread builds and frees the peak itself (a program with
+ * one thread). -w exit: the workers end after their frees (default);
+ * -w idle: they stay alive, asleep, until the end. -c: meanwhile the main
+ * thread allocates and frees a few small blocks every millisecond (a
+ * program that is not quite idle). -b P: exit 1 if the resident set 1 s
+ * after the last free is above P percent of the peak (a test's bound).
+ * Prints the peak, the resident set at 0.25, 0.5, 1 s and at the end, in
+ * KiB. */
 #include "common.h"
 
 static const char *usage =
     "usage: peakfree [-t threads] [-m peak bytes] [-l smallest] [-u largest] [-w exit|idle]\n"
     "                [-s seconds watched] [-c] [-b percent] [-x seed]\n"
-    "  defaults -t 4 -m 1G -l 64 -u 256K -w exit -s 2\n";
+    "  defaults -t 4 -m 1G -l 64 -u 256K -w exit -s 2; -t 0: the main thread alone\n";
 
 static size_t peak_bytes, smallest, largest;
-static int threads, idle_workers;
+static int threads, idle_workers, one_thread;
+static long one_thread_peak;
 static atomic_int ready, freed, finished;
 static volatile unsigned char sink;
 
@@ -58,8 +61,12 @@ static void *worker(void *arg) {
         held += size;
         n++;
     }
-    atomic_fetch_add(&ready, 1);
-    while (atomic_load(&ready) < threads) usleep(1000);
+    if (one_thread) {
+        one_thread_peak = rss_kib();
+    } else {
+        atomic_fetch_add(&ready, 1);
+        while (atomic_load(&ready) < threads) usleep(1000);
+    }
     /* Every other block first, then the rest: frees not in allocation order. */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = (size_t)pass; i < n; i += 2) {
@@ -69,7 +76,7 @@ static void *worker(void *arg) {
     free(blocks);
     free(sizes);
     atomic_fetch_add(&freed, 1);
-    while (idle_workers && !atomic_load(&finished)) usleep(10000);
+    while (!one_thread && idle_workers && !atomic_load(&finished)) usleep(10000);
     return NULL;
 }
 
@@ -105,20 +112,28 @@ int main(int argc, char **argv) {
         default: fputs(usage, stderr); return 2;
         }
     }
+    one_thread = threads == 0;
+    if (one_thread) threads = 1;
     if (threads < 1 || smallest < 1 || largest < smallest || watch < 1) die(usage);
     worker_t *args = xmalloc(sizeof(worker_t) * (size_t)threads);
     for (int i = 0; i < threads; i++) args[i].seed = seed * 1000 + (uint64_t)i;
     pthread_t runner;
-    if (pthread_create(&runner, NULL, start_workers, args) != 0) die("pthread_create failed");
-    while (atomic_load(&ready) < threads) usleep(1000);
-    long peak = rss_kib();
-    while (atomic_load(&freed) < threads) {
-        long now = rss_kib();
-        if (now > peak) peak = now;
-        usleep(1000);
+    long peak;
+    if (one_thread) {
+        worker(args);
+        peak = one_thread_peak;
+    } else {
+        if (pthread_create(&runner, NULL, start_workers, args) != 0) die("pthread_create failed");
+        while (atomic_load(&ready) < threads) usleep(1000);
+        peak = rss_kib();
+        while (atomic_load(&freed) < threads) {
+            long now = rss_kib();
+            if (now > peak) peak = now;
+            usleep(1000);
+        }
     }
     double t0 = now_sec();
-    if (!idle_workers) pthread_join(runner, NULL);
+    if (!one_thread && !idle_workers) pthread_join(runner, NULL);
     long at[3] = {-1, -1, -1}, last = -1;
     const double marks[3] = {0.25, 0.5, 1.0};
     rng_t r;
@@ -138,7 +153,7 @@ int main(int argc, char **argv) {
     }
     last = rss_kib();
     atomic_store(&finished, 1);
-    if (idle_workers) pthread_join(runner, NULL);
+    if (!one_thread && idle_workers) pthread_join(runner, NULL);
     printf("peak_rss_kib %ld\n", peak);
     for (int i = 0; i < 3; i++)
         printf("rss_after_%.2fs_kib %ld (%.1f%% of peak)\n", marks[i], at[i], 100.0 * (double)at[i] / (double)peak);

@@ -116,6 +116,62 @@ int main(void) {
 }
 "#;
 
+/// A program with one thread that frees a peak of small blocks on its hot
+/// path (onto its private lists), then only allocates another size, which
+/// it keeps: its refills sweep, and the region of the freed size is reset.
+const SINGLE_REFILLS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long status(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) v = atol(line + n);
+    if (f) fclose(f);
+    return v;
+}
+
+int main(void) {
+    enum { N = 20000, SIZE = 3000, STEPS = 100, PER_STEP = 500, SMALL = 100 };
+    static char *p[N], *q[STEPS * PER_STEP];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    long peak = status("VmRSS:");
+    for (int i = 0; i < N; i++) free(p[i]);
+    long after = peak;
+    for (int s = 0; s < STEPS && after * 2 >= peak; s++) {
+        usleep(10000);
+        for (int i = 0; i < PER_STEP; i++) {
+            q[s * PER_STEP + i] = malloc(SMALL);
+            memset(q[s * PER_STEP + i], 2, SMALL);
+        }
+        after = status("VmRSS:");
+    }
+    long threads = status("Threads:");
+    printf("peak %ld after %ld threads %ld\n", peak, after, threads);
+    return !(threads == 1 && after * 2 < peak);
+}
+"#;
+
+#[test]
+fn a_program_with_one_thread_sweeps_on_its_refills() {
+    let dir = scratch_dir("purge-single-refills");
+    let src = dir.join("single_refills.c");
+    std::fs::write(&src, SINGLE_REFILLS).unwrap();
+    let exe = dir.join("single_refills");
+    cc(&src, &exe);
+
+    let out = run_ok(preloaded(&mut Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let dir = scratch_dir("purge-single");

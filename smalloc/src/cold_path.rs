@@ -188,6 +188,7 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
 #[cold]
 #[inline(never)]
 fn owner_refill(slab_addr: usize, sc: u32) -> Slot {
+    purge::cold_tick_refill();
     purge::owner_tick(slab_addr);
     if let Some(got) = owner_take(slab_addr, sc) {
         return got;

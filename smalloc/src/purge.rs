@@ -19,7 +19,7 @@
 //! that ended) under a claim. Whoever runs sweeps: the background thread
 //! ([`purger`](crate::purger)) every delay while there is something to
 //! sweep (in a process where one thread ever allocated: that thread's cold
-//! frees, once a delay has passed), and [`trim`](crate::trim).
+//! frees and refills, once a delay has passed), and [`trim`](crate::trim).
 //!
 //! Slots of at least [`RELEASE_SC`] (128 MiB) give their pages past the
 //! first back when freed ([`before_push`]), with no delay.
@@ -85,7 +85,7 @@ fn parse_ms(v: &[u8]) -> Option<u32> {
     Some(v.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
 }
 
-/// Sweeps by the background thread (or on cold frees) so far; an owner
+/// Sweeps by the background thread (or on cold paths) so far; an owner
 /// hands its private lists over once per sweep.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
@@ -99,6 +99,17 @@ pub fn cold_tick_freed() {
     }
 }
 
+/// Called when an owner's private list ran dry: in a process without the
+/// background thread, a sweep here once a delay has passed (a program
+/// with one thread frees its own slots on its hot path, and may never free
+/// on a cold one).
+#[inline]
+pub fn cold_tick_refill() {
+    if !purger::runs() {
+        sweep_if_due();
+    }
+}
+
 /// [`cold_tick_freed`] when the background thread waits or does not run.
 #[cold]
 #[inline(never)]
@@ -108,18 +119,18 @@ fn cold_tick_slow() {
     }
 }
 
-/// Cold frees in a process without the background thread, counted to
-/// read the clock only every [`FREES_PER_CLOCK`]-th.
-static FREES: AtomicU32 = AtomicU32::new(0);
+/// Cold frees and refills in a process without the background thread,
+/// counted to read the clock only every [`TICKS_PER_CLOCK`]-th.
+static TICKS: AtomicU32 = AtomicU32::new(0);
 
-/// See [`FREES`].
-const FREES_PER_CLOCK: u32 = 8;
+/// See [`TICKS`].
+const TICKS_PER_CLOCK: u32 = 8;
 
-/// When the last sweep on a cold free began (milliseconds, coarse
+/// When the last sweep on a cold path began (milliseconds, coarse
 /// monotonic clock).
 static LAST_SWEEP_MS: AtomicU64 = AtomicU64::new(0);
 
-/// A sweep on this cold free if purging is on, the process has one thread
+/// A sweep on this cold path if purging is on, the process has one thread
 /// that allocates (with more, the background thread sweeps, or, if the C
 /// library refused it, only trims do), and a delay has passed since the
 /// last sweep.
@@ -129,10 +140,10 @@ fn sweep_if_due() {
         return;
     }
     // Relaxed, and not a read-modify-write: one thread counts.
-    let n = FREES.load(Ordering::Relaxed).wrapping_add(1);
-    FREES.store(n, Ordering::Relaxed);
+    let n = TICKS.load(Ordering::Relaxed).wrapping_add(1);
+    TICKS.store(n, Ordering::Relaxed);
     let delay = delay_ms();
-    if n % FREES_PER_CLOCK != 1 || delay == 0 {
+    if n % TICKS_PER_CLOCK != 1 || delay == 0 {
         return;
     }
     let now = sys::coarse_ms();
@@ -329,9 +340,11 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let slab_addr = layout::slab_addr(base, slab);
         if mine == Some(slab) {
-            // A trim's caller gives up its fresh runs too; a sweep on an
-            // owner's cold free does not.
-            flush(slab_addr, force);
+            // A trim's caller, and the one thread of a process without the
+            // background thread, give up their fresh runs too (a region
+            // the thread stopped using can then be reset); an owner's
+            // sweep on a cold free beside the background thread does not.
+            flush(slab_addr, force || !purger::runs());
         } else if ownership::unowned() & (1 << slab) != 0 && ownership::claim(slab) {
             flush(slab_addr, true);
             ownership::release(slab);
@@ -485,7 +498,7 @@ pub fn release_slot(slot: usize, sc: u32) -> usize {
 }
 
 /// A sweep by the background thread (or, in a process without one, on a
-/// cold free): quiet lists only; then the owners hand their private lists
+/// cold free or refill): quiet lists only; then the owners hand their private lists
 /// over at their next cold path.
 pub fn background_sweep() -> Swept {
     if !try_lock() {

@@ -6,7 +6,8 @@
 //! until a cold path wakes it (or a second passes). A process in which one
 //! thread ever allocated has none (a second thread would make
 //! `unshare(CLONE_NEWUSER)` fail and Python warn at `os.fork()`): it sweeps
-//! on its own cold frees ([`purge::cold_tick_freed`]).
+//! on its own cold frees and refills ([`purge::cold_tick_freed`],
+//! [`purge::cold_tick_refill`]).
 //!
 //! It never allocates, holds no lock of the C library, and has every
 //! signal blocked. Across `fork` (`pthread_atfork`): the forking thread
