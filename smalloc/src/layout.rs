@@ -104,16 +104,6 @@ pub const fn is_large(addr: usize) -> bool {
     sc_of(addr) >= LARGE_SC
 }
 
-/// Whether a request of `size` bytes aligned to `align` (a power of two)
-/// needs a large slot or a big mapping: [`size_class`] would be at least
-/// [`LARGE_SC`]. True for size 0.
-#[inline(always)]
-pub const fn needs_large(size: usize, align: usize) -> bool {
-    // The class of a mask is below LARGE_SC exactly when the mask is below
-    // the slot size of the class before it.
-    (size.wrapping_sub(1) | (align - 1)) >= slot_size(LARGE_SC - 1)
-}
-
 /// Freed slots of this size class and above (128 MiB: blocks of more than
 /// 64 MiB) give their pages but the first back to the kernel (`purge`).
 /// Measured: docs/decisions.md ("Which freed slots give their pages back").
@@ -771,28 +761,7 @@ mod tests {
     }
 
     #[test]
-    fn the_large_slot_tests_agree_with_size_class() {
-        // needs_large (the front ends' one-test dispatch) must say exactly
-        // "size class >= LARGE_SC": an off-by-one sends 56 KiB + 1 byte
-        // requests down the hot path, which never handles large slots.
-        let mut sizes: Vec<usize> = (1..=600).collect();
-        for k in 2..40 {
-            let p = 1usize << k;
-            sizes.extend([p - 1, p, p + 1, p - p / 8, p - p / 8 + 1]);
-        }
-        for &size in &sizes {
-            for a in 0..20 {
-                let align = 1usize << a;
-                let sc = size_class(size, align);
-                assert_eq!(
-                    needs_large(size, align),
-                    sc >= LARGE_SC,
-                    "size {size} align {align} (class {sc})"
-                );
-            }
-        }
-        assert!(needs_large(0, 1), "size 0 takes the slow path");
-        // is_large agrees with the size class of every slot address.
+    fn is_large_agrees_with_the_size_class_of_every_slot() {
         for sc in MIN_SC..=MAX_SC {
             for slab in [0, NUM_SLABS - 1] {
                 let last = num_slots(sc) - 1;
