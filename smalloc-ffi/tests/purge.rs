@@ -74,11 +74,9 @@ fn threads_and_fork_with_a_sweep_every_millisecond() {
     }
 }
 
-/// A program with one thread: it frees a peak of large blocks, then only
-/// allocates and frees one block of 1 MiB every 20 ms (a class that does
-/// not borrow the freed 256 KiB slots: a list whose head is in use is not
-/// quiet, and is not swept).
-const SINGLE: &str = r#"
+/// What the one-thread programs below share: the C headers and
+/// `status(key)`, a number from `/proc/self/status`.
+const STATUS_C: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +92,24 @@ static long status(const char *key) {
     if (f) fclose(f);
     return v;
 }
+"#;
 
+/// The one-thread program `main_c` (after [`STATUS_C`]) compiled in a
+/// scratch directory of its own, `name`.
+fn one_thread_program(name: &str, main_c: &str) -> PathBuf {
+    let dir = scratch_dir(&format!("purge-{name}"));
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, format!("{STATUS_C}{main_c}")).unwrap();
+    let exe = dir.join(name);
+    cc(&src, &exe);
+    exe
+}
+
+/// A program with one thread: it frees a peak of large blocks, then only
+/// allocates and frees one block of 1 MiB every 20 ms (a class that does
+/// not borrow the freed 256 KiB slots: a list whose head is in use is not
+/// quiet, and is not swept). After [`STATUS_C`].
+const SINGLE: &str = r#"
 int main(void) {
     enum { N = 800, SIZE = 256 << 10 };
     static char *p[N];
@@ -119,23 +134,8 @@ int main(void) {
 /// A program with one thread that frees a peak of small blocks on its hot
 /// path (onto its private lists), then only allocates another size, which
 /// it keeps: its refills sweep, and the region of the freed size is reset.
+/// After [`STATUS_C`].
 const SINGLE_REFILLS: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-static long status(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) v = atol(line + n);
-    if (f) fclose(f);
-    return v;
-}
-
 int main(void) {
     enum { N = 20000, SIZE = 3000, STEPS = 100, PER_STEP = 500, SMALL = 100 };
     static char *p[N], *q[STEPS * PER_STEP];
@@ -162,24 +162,14 @@ int main(void) {
 
 #[test]
 fn a_program_with_one_thread_sweeps_on_its_refills() {
-    let dir = scratch_dir("purge-single-refills");
-    let src = dir.join("single_refills.c");
-    std::fs::write(&src, SINGLE_REFILLS).unwrap();
-    let exe = dir.join("single_refills");
-    cc(&src, &exe);
-
+    let exe = one_thread_program("single-refills", SINGLE_REFILLS);
     let out = run_ok(preloaded(&mut Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]
 fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
-    let dir = scratch_dir("purge-single");
-    let src = dir.join("single.c");
-    std::fs::write(&src, SINGLE).unwrap();
-    let exe = dir.join("single");
-    cc(&src, &exe);
-
+    let exe = one_thread_program("single", SINGLE);
     let out = run_ok(preloaded(&mut Command::new(&exe)));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
