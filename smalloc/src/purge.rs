@@ -225,24 +225,38 @@ fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
         return false;
     }
     let flh = &shared(slab_addr, sc).flh;
+    // The list is emptied before its chain is pushed, so that a `fork`
+    // child that sees the push half done has lost the chain, not got it
+    // twice (the compiler fences keep the order).
+    let clear = || {
+        head.store(0, Ordering::Relaxed);
+        core::sync::atomic::compiler_fence(Ordering::Release);
+    };
     // Relaxed: the compare-and-swap decides.
     let w = flh.load(Ordering::Relaxed);
-    // SAFETY: the private chain is the owner's, of this region, and ends
-    // with link 0.
-    if w as u32 != 0 || !unsafe { free_list::push_chain_if_empty(flh, w, first) } {
-        let region = layout::region_addr(slab_addr, sc);
-        let mut last = layout::slot_of_link(region, first);
-        loop {
-            let next = follow_link(last);
-            if next == 0 {
-                break;
-            }
-            last = layout::slot_of_link(region, next);
+    if w as u32 == 0 {
+        clear();
+        // SAFETY: the private chain is the owner's, of this region, and
+        // ends with link 0.
+        if unsafe { free_list::push_chain_if_empty(flh, w, first) } {
+            return true;
         }
-        // SAFETY: the chain is the owner's; `last` is its last slot.
-        unsafe { free_list::push(flh, &SlotLink::of(last), first) };
+        head.store(first, Ordering::Relaxed);
     }
-    head.store(0, Ordering::Relaxed);
+    // The walk reads links a corrupted one of which stops the secure mode:
+    // with the chain still on the private list.
+    let region = layout::region_addr(slab_addr, sc);
+    let mut last = layout::slot_of_link(region, first);
+    loop {
+        let next = follow_link(last);
+        if next == 0 {
+            break;
+        }
+        last = layout::slot_of_link(region, next);
+    }
+    clear();
+    // SAFETY: the chain is the owner's; `last` is its last slot.
+    unsafe { free_list::push(flh, &SlotLink::of(last), first) };
     true
 }
 

@@ -128,25 +128,31 @@ impl Slab {
     }
 
     /// The owner hands its private list to the shared list whole (as
-    /// `purge::give` does): one compare-and-swap onto an empty list, else a
-    /// walk to its last slot and a push of the chain.
+    /// `purge::give` does): the private list emptied first, then one
+    /// compare-and-swap onto an empty list (the private list restored if it
+    /// fails), else a walk to its last slot and a push of the chain.
     fn give(&self) {
         let first = self.head.get();
         if first == 0 {
             return;
         }
         let w = self.flh.load(Ordering::Relaxed);
-        // SAFETY: the owner's chain, ending with link 0.
-        if w as u32 != 0 || !unsafe { free_list::push_chain_if_empty(&self.flh, w, first) } {
-            let mut last = first;
-            // SAFETY: the owner's chain.
-            while let next @ 1.. = unsafe { self.links.load_link(last) } {
-                last = next;
+        if w as u32 == 0 {
+            self.head.set(0);
+            // SAFETY: the owner's chain, ending with link 0.
+            if unsafe { free_list::push_chain_if_empty(&self.flh, w, first) } {
+                return;
             }
-            // SAFETY: the chain is ours; `last` is its last slot.
-            unsafe { free_list::push(&self.flh, &self.links.0[last as usize - 1], first) };
+            self.head.set(first);
+        }
+        let mut last = first;
+        // SAFETY: the owner's chain.
+        while let next @ 1.. = unsafe { self.links.load_link(last) } {
+            last = next;
         }
         self.head.set(0);
+        // SAFETY: the chain is ours; `last` is its last slot.
+        unsafe { free_list::push(&self.flh, &self.links.0[last as usize - 1], first) };
     }
 
     /// A pop by a thread that does not own the slab, retrying collisions.
