@@ -138,6 +138,60 @@ fn cross_thread_frees_with_more_threads_than_slabs() {
     assert!(reg.0.lock().unwrap().is_empty());
 }
 
+/// 64 threads (four times the slabs) send each block to a random thread,
+/// which frees it: no slot handed out twice, every block intact, and
+/// afterwards the statistics show nothing live.
+#[test]
+#[cfg_attr(miri, ignore = "64 threads")]
+fn sixty_four_threads_free_each_others_blocks() {
+    let threads = 64;
+    let reg = Arc::new(Registry::default());
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..threads).map(|_| mpsc::channel::<Block>()).unzip();
+    let handles: Vec<_> = rxs
+        .into_iter()
+        .enumerate()
+        .map(|(i, rx)| {
+            let txs = txs.clone();
+            let reg = reg.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(1000 + i as u64);
+                let mut mine: Vec<Block> = Vec::new();
+                for r in 0..ROUNDS {
+                    let b = new_block(&reg, &mut rng, (i as u64) << 32 | r);
+                    if rng.chance(1, 2) {
+                        let to = rng.below(threads as u64) as usize;
+                        txs[to].send(b).unwrap();
+                    } else {
+                        mine.push(b);
+                    }
+                    if mine.len() > 30 {
+                        let k = rng.below(mine.len() as u64) as usize;
+                        free_block(&reg, mine.swap_remove(k));
+                    }
+                    while let Ok(b) = rx.try_recv() {
+                        free_block(&reg, b);
+                    }
+                }
+                for b in mine {
+                    free_block(&reg, b);
+                }
+                rx
+            })
+        })
+        .collect();
+    drop(txs);
+    let rxs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for rx in rxs {
+        while let Ok(b) = rx.try_recv() {
+            free_block(&reg, b);
+        }
+    }
+    assert!(reg.0.lock().unwrap().is_empty());
+    let s = smalloc::stats::snapshot();
+    assert_eq!(s.live_slots(), 0, "{:?}", s.classes);
+    assert_eq!(s.walks_cut, 0);
+}
+
 #[test]
 fn hammering_one_size_class_never_duplicates_a_slot() {
     // Tiny slots, tight loops: the most CAS collisions and failovers.
