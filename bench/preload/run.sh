@@ -17,6 +17,8 @@
 #   SMALLOC_SO libsmalloc.so to use (default: $CARGO_TARGET_DIR/release/libsmalloc.so,
 #              built first with cargo unless BUILD_SMALLOC=0)
 #   OUT        where binaries, logs and raw results go (default: $CARGO_TARGET_DIR/preload-bench)
+#   BIN_DIR    take the programs (and measure) from here instead of compiling them
+#              (a machine without a C compiler: build them elsewhere)
 #   LARSON_ARGS, XMALLOC_ARGS, THRASH_ARGS, SCRATCH_ARGS, MSTRESS_ARGS, KV_ARGS
 #              extra arguments appended to that program's command line
 set -euo pipefail
@@ -37,13 +39,18 @@ if [ "${QUICK:-0}" = 1 ]; then
     scale=0.002
 fi
 
-command -v cc >/dev/null || { echo "run.sh: no C compiler (cc); install gcc" >&2; exit 1; }
-echo "== compiling into $out/bin" >&2
-for p in measure $programs; do
-    src="$p"
-    [ "$p" = kv100 ] && src=kv
-    cc -O2 -g -std=gnu11 -pthread -Wall -Wextra -Werror -o "$out/bin/$p" "$here/$src.c"
-done
+if [ -n "${BIN_DIR:-}" ]; then
+    echo "== programs built before, from $BIN_DIR" >&2
+    for p in measure $programs; do cp "$BIN_DIR/$p" "$out/bin/$p"; done
+else
+    command -v cc >/dev/null || { echo "run.sh: no C compiler (cc); install gcc" >&2; exit 1; }
+    echo "== compiling into $out/bin" >&2
+    for p in measure $programs; do
+        src="$p"
+        [ "$p" = kv100 ] && src=kv
+        cc -O2 -g -std=gnu11 -pthread -Wall -Wextra -Werror -o "$out/bin/$p" "$here/$src.c"
+    done
+fi
 
 . "$here/allocators.sh"
 

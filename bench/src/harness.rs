@@ -116,28 +116,37 @@ where
     }
     run(a, threads, |t, gate| {
         // The probe itself may collide with another worker's and fail over
-        // (which is what the timed work measures): pin again until a probe
-        // comes from slab 0.
-        let pinned = (0..100).any(|_| {
+        // (which is what the timed work measures), or take a freed slot of
+        // another slab (before slab 0's next never-used step): pin again
+        // until a probe comes from slab 0, keeping the others meanwhile.
+        let mut kept = Vec::new();
+        let pinned = (0..10_000).any(|_| {
             assert!(smalloc::hooks::move_current_thread_to_slab(0));
-            probe_slab(a) == 0
+            let p = probe(a);
+            kept.push(p);
+            smalloc::layout::slab_of(p.addr()) == 0
         });
+        for p in kept {
+            // SAFETY: allocated by `probe` with PROBE and not freed.
+            unsafe { a.dealloc(p, PROBE) };
+        }
         assert!(pinned, "worker not on slab 0");
         f(t, gate)
     })
 }
 
-/// The slab of this thread's allocations (smalloc's address layout).
-fn probe_slab<A: BenchAlloc>(a: &'static A) -> usize {
-    let layout = std::alloc::Layout::from_size_align(16, 8).unwrap();
-    // SAFETY: a valid non-zero layout; the block is freed right away.
-    unsafe {
-        let p = a.alloc(layout);
-        assert!(!p.is_null(), "probe allocation failed");
-        let slab = smalloc::layout::slab_of(p.addr());
-        a.dealloc(p, layout);
-        slab
-    }
+/// The probes' layout.
+const PROBE: std::alloc::Layout = match std::alloc::Layout::from_size_align(16, 8) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
+
+/// A probe block (whose address says its slab), to be freed with [`PROBE`].
+fn probe<A: BenchAlloc>(a: &'static A) -> *mut u8 {
+    // SAFETY: a valid non-zero layout.
+    let p = unsafe { a.alloc(PROBE) };
+    assert!(!p.is_null(), "probe allocation failed");
+    p
 }
 
 /// Runs `f` on a fresh thread with the allocator's thread hooks around it
