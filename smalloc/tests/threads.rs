@@ -140,7 +140,8 @@ fn cross_thread_frees_with_more_threads_than_slabs() {
 
 /// 64 threads (four times the slabs) send each block to a random thread,
 /// which frees it: no slot handed out twice, every block intact, and
-/// afterwards the statistics show nothing live.
+/// afterwards the statistics show nothing live (but what memcheck's
+/// quarantine holds, with the valgrind feature).
 #[test]
 #[cfg_attr(miri, ignore = "64 threads")]
 fn sixty_four_threads_free_each_others_blocks() {
@@ -188,7 +189,10 @@ fn sixty_four_threads_free_each_others_blocks() {
     }
     assert!(reg.0.lock().unwrap().is_empty());
     let s = smalloc::stats::snapshot();
-    assert_eq!(s.live_slots(), 0, "{:?}", s.classes);
+    // (Under the valgrind feature, memcheck's quarantine holds freed blocks.)
+    if !cfg!(feature = "valgrind") {
+        assert_eq!(s.live_slots(), 0, "{:?}", s.classes);
+    }
     assert_eq!(s.walks_cut, 0);
 }
 
