@@ -120,12 +120,15 @@ unsafe impl GlobalAlloc for Smalloc {
             // From a mapping down to a slot: a block that slots serve lives
             // in one.
             let q = hot_path::alloc(new_sc, Request::new(new_size)).ptr;
-            if !q.is_null() {
-                // SAFETY: `new_size < old_size`; both are ours.
-                unsafe {
-                    ptr::copy_nonoverlapping(p, q, new_size);
-                    big::dealloc(p, old_size);
-                }
+            if q.is_null() {
+                // No slot of that class left: the mapping shrinks in place.
+                // SAFETY: `p` is a big allocation of `old_size` and `align`.
+                return unsafe { big::realloc(p, old_size, align, new_size) };
+            }
+            // SAFETY: `new_size < old_size`; both are ours.
+            unsafe {
+                ptr::copy_nonoverlapping(p, q, new_size);
+                big::dealloc(p, old_size);
             }
             q
         } else {

@@ -88,6 +88,21 @@ fn exhaustion_fails_over_to_other_slabs_then_the_next_size_class() {
             A.dealloc(m, l);
         }
     }
+    // A mapping that shrinks to a size only used-up slots serve stays a
+    // mapping, shrunk, with its contents.
+    let over = Layout::from_size_align(MAX_SLOT_SIZE + 4096, 1).unwrap();
+    // SAFETY: a non-zero layout; the block is written inside its sizes and
+    // freed with the layout of its last size.
+    unsafe {
+        let m = A.alloc(over);
+        assert!(!m.is_null() && !A.owns_slot(m));
+        m.write(3);
+        m.add(size - 1).write(4);
+        let q = A.realloc(m, over, size);
+        assert!(!q.is_null() && !A.owns_slot(q), "shrunk to a used-up class");
+        assert_eq!((q.read(), q.add(size - 1).read()), (3, 4));
+        A.dealloc(q, l);
+    }
 
     // Touch a few of them for real: first and last byte.
     for &p in got.iter().step_by(37).chain(bigger.iter().step_by(29)) {

@@ -141,7 +141,7 @@ fn run(seed: u64, ops: usize) -> [bool; 128] {
                     let new_size = random_layout(&mut rng).size();
                     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
                     let q = unsafe { A.realloc(ptr_of(&b), l, new_size) };
-                    assert!(!q.is_null());
+                    assert!(!q.is_null(), "realloc {b:x?} to {new_size}");
                     reach(q);
                     // What survives: all of a fully filled block up to the
                     // new size; the head of a sparsely filled one.
