@@ -21,6 +21,11 @@ command -v md5sum >/dev/null 2>&1 || need+=(coreutils)
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 # The valgrind build's tests run memcheck.
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+# aarch64 under emulation (devutils/aarch64.sh): the cross compilers (and
+# their binutils) and qemu-user.
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || need+=(g++-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"

@@ -85,6 +85,10 @@ echo "== the same with the regions mapped on demand (SMALLOC_RESERVE=0): memchec
 SMALLOC_RESERVE=0 cargo nextest run -p smalloc-ffi --features valgrind --target-dir target/valgrind \
     --no-fail-fast -E 'binary(valgrind)'
 
+# aarch64 Linux under qemu-user: the core's tests, the C library's tests
+# and the stress example, cross-built (docs/platforms.md says what runs).
+bash devutils/aarch64.sh
+
 echo "== loom: every interleaving of the real free-list and ownership code"
 RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --target-dir target/loom \
     --test loom_free_list

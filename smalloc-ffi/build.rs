@@ -7,7 +7,7 @@
 
 fn main() {
     let target = std::env::var("TARGET").unwrap_or_default();
-    if target == "x86_64-unknown-linux-gnu" {
+    if target == "x86_64-unknown-linux-gnu" || target == "aarch64-unknown-linux-gnu" {
         println!("cargo:rustc-cdylib-link-arg=-Wl,--wrap=getenv");
     }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {

@@ -288,6 +288,60 @@ pub fn target_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| workspace_dir().join("target"))
 }
 
+/// The emulator that runs programs built for the target under test, with
+/// its arguments (`SMALLOC_TEST_RUNNER`, split at spaces; e.g.
+/// `qemu-aarch64 -L /usr/aarch64-linux-gnu`), when the tests run under one.
+pub fn runner() -> Option<Vec<String>> {
+    let r = std::env::var("SMALLOC_TEST_RUNNER").ok()?;
+    let words: Vec<String> = r.split_whitespace().map(str::to_owned).collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// A command that runs `program`, built for the target under test (this
+/// test binary, or a test program compiled with [`target_cc`]): through
+/// the [`runner`] when there is one.
+pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    match runner() {
+        Some(words) => {
+            let mut cmd = std::process::Command::new(&words[0]);
+            // Tells the test programs that their resident set is not
+            // their own.
+            cmd.args(&words[1..])
+                .arg(program)
+                .env("SMALLOC_TEST_EMULATED", "1");
+            cmd
+        }
+        None => std::process::Command::new(program),
+    }
+}
+
+/// Sets `LD_PRELOAD` to `lib` for the program `cmd` runs: under a [`runner`]
+/// (qemu-user) through `QEMU_SET_ENV`, so that only the emulated program's
+/// loader sees it, not the emulator's.
+pub fn preload<'a>(
+    cmd: &'a mut std::process::Command,
+    lib: &std::path::Path,
+) -> &'a mut std::process::Command {
+    if runner().is_some() {
+        let mut v = std::ffi::OsString::from("LD_PRELOAD=");
+        v.push(lib);
+        cmd.env("QEMU_SET_ENV", v)
+    } else {
+        cmd.env("LD_PRELOAD", lib)
+    }
+}
+
+/// The C compiler (`c++`: the C++ compiler) for the target under test:
+/// `SMALLOC_TEST_CC` (`SMALLOC_TEST_CXX`) if set, else `cc` (`c++`).
+pub fn target_cc(cxx: bool) -> String {
+    let (var, default) = if cxx {
+        ("SMALLOC_TEST_CXX", "c++")
+    } else {
+        ("SMALLOC_TEST_CC", "cc")
+    };
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
 /// Runs `cmd`, panicking with its status and both outputs unless it exits
 /// with status 0; returns its output.
 pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
@@ -325,7 +379,7 @@ pub fn rss_bytes() -> usize {
         .nth(1)
         .and_then(|x| x.parse().ok())
         .unwrap_or(0);
-    pages * 4096
+    pages * process::page_size()
 }
 
 #[cfg(test)]

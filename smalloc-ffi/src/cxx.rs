@@ -1,6 +1,7 @@
 //! The C++ `operator new` / `operator delete` family, under their Itanium
-//! ABI names for x86-64 Linux (`size_t` is `m`, `std::align_val_t` is
-//! `St11align_val_t`, `const std::nothrow_t&` is `RKSt9nothrow_t`).
+//! ABI names for x86-64 and aarch64 Linux (`size_t` is `m`,
+//! `std::align_val_t` is `St11align_val_t`, `const std::nothrow_t&` is
+//! `RKSt9nothrow_t`).
 //!
 //! # Failure of the throwing forms
 //!
@@ -75,6 +76,7 @@ extern "C" fn next_new_array_aligned() -> usize {
 /// A throwing `operator new(size_t)`: allocate, or tail-jump to the next
 /// definition (see the module documentation). At entry `rsp` is 8 mod 16;
 /// one push realigns it for the calls.
+#[cfg(target_arch = "x86_64")]
 macro_rules! throwing_new {
     ($name:ident, $next:ident) => {
         /// A throwing C++ `operator new` (see the module documentation).
@@ -102,6 +104,7 @@ macro_rules! throwing_new {
 
 /// A throwing `operator new(size_t, align_val_t)`; two pushes and eight
 /// bytes more keep `rsp` 16-byte aligned at the calls.
+#[cfg(target_arch = "x86_64")]
 macro_rules! throwing_new_aligned {
     ($name:ident, $next:ident) => {
         /// A throwing aligned C++ `operator new` (see the module
@@ -124,6 +127,69 @@ macro_rules! throwing_new_aligned {
                 "pop rsi",
                 "pop rdi",
                 "jmp rax",
+                alloc = sym try_new_aligned,
+                next = sym $next,
+            )
+        }
+    };
+}
+
+/// A throwing `operator new(size_t)` on aarch64: a frame record (which
+/// keeps `sp` 16-byte aligned and the frame walkable) and the size saved
+/// across the calls; the next definition's address goes to `x16`, the
+/// register the ABI leaves free for such jumps.
+#[cfg(target_arch = "aarch64")]
+macro_rules! throwing_new {
+    ($name:ident, $next:ident) => {
+        /// A throwing C++ `operator new` (see the module documentation).
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(size: usize) -> *mut c_void {
+            core::arch::naked_asm!(
+                "stp x29, x30, [sp, #-32]!",
+                "mov x29, sp",
+                "str x0, [sp, #16]",
+                "bl {alloc}",
+                "cbz x0, 2f",
+                "ldp x29, x30, [sp], #32",
+                "ret",
+                "2:",
+                "bl {next}",
+                "mov x16, x0",
+                "ldr x0, [sp, #16]",
+                "ldp x29, x30, [sp], #32",
+                "br x16",
+                alloc = sym try_new,
+                next = sym $next,
+            )
+        }
+    };
+}
+
+/// A throwing `operator new(size_t, align_val_t)` on aarch64: as
+/// `throwing_new`, saving both arguments.
+#[cfg(target_arch = "aarch64")]
+macro_rules! throwing_new_aligned {
+    ($name:ident, $next:ident) => {
+        /// A throwing aligned C++ `operator new` (see the module
+        /// documentation).
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(size: usize, align: usize) -> *mut c_void {
+            core::arch::naked_asm!(
+                "stp x29, x30, [sp, #-32]!",
+                "mov x29, sp",
+                "stp x0, x1, [sp, #16]",
+                "bl {alloc}",
+                "cbz x0, 2f",
+                "ldp x29, x30, [sp], #32",
+                "ret",
+                "2:",
+                "bl {next}",
+                "mov x16, x0",
+                "ldp x0, x1, [sp, #16]",
+                "ldp x29, x30, [sp], #32",
+                "br x16",
                 alloc = sym try_new_aligned,
                 next = sym $next,
             )

@@ -222,6 +222,19 @@ core::arch::global_asm!(
     ".popsection",
     f = sym secure_getenv,
 );
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+core::arch::global_asm!(
+    ".pushsection .text.__wrap_getenv,\"ax\",%progbits",
+    ".globl __wrap_getenv",
+    ".hidden __wrap_getenv",
+    ".type __wrap_getenv,%function",
+    ".p2align 2",
+    "__wrap_getenv:",
+    "b {f}",
+    ".size __wrap_getenv, . - __wrap_getenv",
+    ".popsection",
+    f = sym secure_getenv,
+);
 
 /// The environment variable `name`, if set, with `secure_getenv`'s rule:
 /// never in secure-execution mode (a setuid or setgid program, one with

@@ -27,8 +27,7 @@ fn realloc_keeps_contents_across_size_classes() {
     // Its checks of where a moved block lands assume the freed slots it
     // left behind stay where it left them: no purge moving an owner's
     // private lists to the shared ones (or resetting regions) meanwhile.
-    let out =
-        run_ok(preloaded(&mut std::process::Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "0"));
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "0"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("realloc ok"));
 }
 
@@ -38,6 +37,6 @@ fn realloc_keeps_contents_across_size_classes() {
 fn test_programs_fail_without_smalloc() {
     let dir = scratch_dir("without_smalloc");
     let exe = compile(&dir, "edge_cases.c", &[]);
-    let out = std::process::Command::new(&exe).output().expect("run");
+    let out = target_command(&exe).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

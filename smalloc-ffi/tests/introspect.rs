@@ -14,7 +14,7 @@ use common::*;
 fn mallinfo_malloc_trim_malloc_info_and_malloc_stats() {
     let dir = scratch_dir("introspect");
     let exe = compile(&dir, "introspect.c", &[]);
-    let out = run_ok(preloaded(&mut Command::new(&exe)));
+    let out = run_ok(preloaded(&mut target_command(&exe)));
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -108,7 +108,7 @@ fn the_report_shows_the_counters_only_when_compiled_in() {
     let file = dir.join("stats.txt");
     let _ = fs::remove_file(&file);
     let out = run_ok(
-        preloaded(&mut Command::new(&exe))
+        preloaded(&mut target_command(&exe))
             .env("SMALLOC_STATS", "1")
             .env("SMALLOC_STATS_FILE", &file),
     );

@@ -85,7 +85,7 @@ fn two_sites_within_the_bound_with_either_unwinder_and_every_output() {
             dir.join(format!("{unwind}.pb.gz")),
         );
         let out = run_ok(
-            preloaded(&mut Command::new(&exe))
+            preloaded(&mut target_command(&exe))
                 .args([&folded, &svg, &pb])
                 .env("SMALLOC_PROF", "64k")
                 .env("SMALLOC_PROF_UNWIND", unwind)
@@ -173,7 +173,7 @@ fn a_signal_asks_for_a_dump() {
     let dir = scratch_dir("prof_signal");
     let exe = compile(&dir, "prof.c", &["-fno-omit-frame-pointer"]);
     run_ok(
-        preloaded(&mut Command::new(&exe))
+        preloaded(&mut target_command(&exe))
             .arg("signal")
             .env("SMALLOC_PROF", "64k")
             .env("SMALLOC_PROF_SIGNAL", "USR2")

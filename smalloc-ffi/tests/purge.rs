@@ -14,7 +14,7 @@ use common::*;
 /// The C file `src` compiled to `exe` with `-O2 -fno-builtin` (so that no
 /// allocation the test relies on is optimized out) and `-pthread`.
 fn cc(src: &Path, exe: &Path) {
-    let out = Command::new("cc")
+    let out = Command::new(devutils::target_cc(false))
         .args([
             "-O2",
             "-std=gnu11",
@@ -54,7 +54,7 @@ fn a_peak_freed_is_given_back_within_a_second() {
     // allocating and freeing small blocks.
     for extra in [&[][..], &["-c"][..]] {
         let out = run_ok(
-            preloaded(&mut Command::new(&exe))
+            preloaded(&mut target_command(&exe))
                 .args(["-t", "4", "-m", "256M", "-s", "1.2", "-b", "40"])
                 .args(extra),
         );
@@ -62,16 +62,25 @@ fn a_peak_freed_is_given_back_within_a_second() {
     }
 }
 
+/// Runs the test program `file` with a sweep every millisecond; it prints
+/// `expect` when its checks pass.
+fn with_a_sweep_every_millisecond(file: &str, expect: &str) {
+    let dir = scratch_dir(&format!("purge-{expect}").replace(' ', "-"));
+    let exe = compile(&dir, file, &["-O2"]);
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "1"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(expect));
+}
+
 #[test]
-fn threads_and_fork_with_a_sweep_every_millisecond() {
+fn threads_with_a_sweep_every_millisecond() {
     // The purge racing allocations and frees (the stress program checks
-    // every block's contents), and fork while sweeps run.
-    for (file, expect) in [("stress.c", "stress ok"), ("fork.c", "fork ok")] {
-        let dir = scratch_dir(&format!("purge-{expect}").replace(' ', "-"));
-        let exe = compile(&dir, file, &["-O2"]);
-        let out = run_ok(preloaded(&mut Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "1"));
-        assert!(String::from_utf8_lossy(&out.stdout).contains(expect));
-    }
+    // every block's contents).
+    with_a_sweep_every_millisecond("stress.c", "stress ok");
+}
+
+#[test]
+fn fork_with_a_sweep_every_millisecond() {
+    with_a_sweep_every_millisecond("fork.c", "fork ok");
 }
 
 /// What the one-thread programs below share: the C headers and
@@ -163,13 +172,13 @@ int main(void) {
 #[test]
 fn a_program_with_one_thread_sweeps_on_its_refills() {
     let exe = one_thread_program("single-refills", SINGLE_REFILLS);
-    let out = run_ok(preloaded(&mut Command::new(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]
 fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let exe = one_thread_program("single", SINGLE);
-    let out = run_ok(preloaded(&mut Command::new(&exe)));
+    let out = run_ok(preloaded(&mut target_command(&exe)));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::*;
 
@@ -16,7 +16,7 @@ use common::*;
 fn run(bug: &str, env: &[(&str, &str)]) -> Output {
     let dir = scratch_dir(&format!("secure-{bug}"));
     let exe = compile(&dir, "secure.c", &["-pthread"]);
-    preloaded(&mut Command::new(&exe))
+    preloaded(&mut target_command(&exe))
         .arg(bug)
         .envs(env.iter().copied())
         .output()

@@ -30,6 +30,11 @@ extern crate std;
 
 #[cfg(all(feature = "valgrind", any(feature = "secure", feature = "profile")))]
 compile_error!("the valgrind feature is not combined with secure or profile");
+#[cfg(all(
+    feature = "valgrind",
+    not(any(target_arch = "x86_64", target_arch = "aarch64"))
+))]
+compile_error!("the valgrind feature's client requests exist for x86-64 and aarch64 only");
 
 use crate::layout::Slot;
 

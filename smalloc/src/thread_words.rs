@@ -3,10 +3,12 @@
 //! feature, the heap profiler's five, read and written by index.
 //!
 //! Stable Rust has no `#[thread_local]` and `no_std` has no `thread_local!`,
-//! so on x86-64 the words are declared in `.tdata` with `global_asm!` and
-//! read with the *initial-exec* TLS model: one load of their offset from the
-//! GOT (a constant the dynamic loader fills in once) and one `fs:`-relative
-//! load. In an executable the linker relaxes the first load to an immediate.
+//! so on x86-64 and aarch64 the words are declared in `.tdata` with
+//! `global_asm!` and read with the *initial-exec* TLS model: one load of
+//! their offset from the GOT (a constant the dynamic loader fills in once)
+//! and one load relative to the thread pointer (`fs:` on x86-64,
+//! `tpidr_el0` on aarch64). In an executable the linker relaxes the first
+//! load to an immediate.
 //! A library using initial-exec TLS works under `LD_PRELOAD` and, within
 //! glibc's static TLS surplus, when dlopen'ed; it never calls
 //! `__tls_get_addr`. The alloc word's initial value is the empty block's
@@ -80,17 +82,21 @@ pub fn key_once(
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(smalloc_portable_tls), not(miri)))]
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(smalloc_portable_tls),
+    not(miri)
+))]
 mod tls {
     // The words, in order: alloc (initially the empty block), owned
     // (initially NOT_OWNER), current (initially 0), search hint (0); with
     // the `profile` feature, the profiler's words (0).
     core::arch::global_asm!(
-        ".pushsection .tdata,\"awT\",@progbits",
+        ".pushsection .tdata,\"awT\",%progbits",
         ".p2align 4",
         ".globl __smalloc_thread_v2",
         ".hidden __smalloc_thread_v2",
-        ".type __smalloc_thread_v2,@object",
+        ".type __smalloc_thread_v2,%object",
         ".size __smalloc_thread_v2,{size}",
         "__smalloc_thread_v2:",
         ".quad {empty} - {heads}",
@@ -121,77 +127,173 @@ mod tls {
     #[cfg(feature = "profile")]
     pub const STRIDE: usize = 8;
 
-    /// The words' offset from the thread pointer: a constant the dynamic
-    /// loader wrote into the GOT before any code ran, so the load is `pure`
-    /// and `nomem` (the compiler may share one among several accesses).
-    #[inline(always)]
-    fn offset() -> usize {
-        let off: usize;
-        // SAFETY: reads the GOT entry of our own .tdata symbol, which is
-        // never written after relocation.
-        unsafe {
-            core::arch::asm!(
-                "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
-                off = out(reg) off,
-                options(pure, nomem, nostack, preserves_flags),
-            );
+    #[cfg(all(target_arch = "aarch64", feature = "profile"))]
+    pub use aarch64::sub;
+    #[cfg(target_arch = "aarch64")]
+    pub use aarch64::{load, store};
+    #[cfg(all(target_arch = "x86_64", feature = "profile"))]
+    pub use x86_64::sub;
+    #[cfg(target_arch = "x86_64")]
+    pub use x86_64::{load, store};
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86_64 {
+        /// The words' offset from the thread pointer: a constant the dynamic
+        /// loader wrote into the GOT before any code ran, so the load is `pure`
+        /// and `nomem` (the compiler may share one among several accesses).
+        #[inline(always)]
+        fn offset() -> usize {
+            let off: usize;
+            // SAFETY: reads the GOT entry of our own .tdata symbol, which is
+            // never written after relocation.
+            unsafe {
+                core::arch::asm!(
+                    "mov {off}, qword ptr [rip + __smalloc_thread_v2@GOTTPOFF]",
+                    off = out(reg) off,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+            off
         }
-        off
+
+        #[inline(always)]
+        pub fn load<const WORD: usize>() -> usize {
+            let v: usize;
+            // SAFETY: initial-exec access to our own .tdata words: `offset` is
+            // their offset from the thread pointer, `fs:` is the thread
+            // pointer, `word` is one of the offsets above. Reads only that word.
+            unsafe {
+                core::arch::asm!(
+                    "mov {v}, qword ptr fs:[{off} + {word}]",
+                    v = lateout(reg) v,
+                    off = in(reg) offset(),
+                    word = const WORD,
+                    options(nostack, readonly, preserves_flags),
+                );
+            }
+            v
+        }
+
+        /// Subtracts `v` from the word; true on a borrow (it was below `v`).
+        #[cfg(feature = "profile")]
+        #[inline(always)]
+        pub fn sub<const WORD: usize>(v: usize) -> bool {
+            // SAFETY: as in `load`; writes only our own thread's word.
+            unsafe {
+                core::arch::asm!(
+                    "sub qword ptr fs:[{off} + {word}], {v}",
+                    "jb {borrow}",
+                    off = in(reg) offset(),
+                    v = in(reg) v,
+                    word = const WORD,
+                    borrow = label { return true; },
+                    options(nostack),
+                );
+            }
+            false
+        }
+
+        #[inline(always)]
+        pub fn store<const WORD: usize>(v: usize) {
+            // SAFETY: as in `load`; writes only our own thread's word.
+            unsafe {
+                core::arch::asm!(
+                    "mov qword ptr fs:[{off} + {word}], {v}",
+                    off = in(reg) offset(),
+                    v = in(reg) v,
+                    word = const WORD,
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
     }
 
-    #[inline(always)]
-    pub fn load<const WORD: usize>() -> usize {
-        let v: usize;
-        // SAFETY: initial-exec access to our own .tdata words: `offset` is
-        // their offset from the thread pointer, `fs:` is the thread
-        // pointer, `word` is one of the offsets above. Reads only that word.
-        unsafe {
-            core::arch::asm!(
-                "mov {v}, qword ptr fs:[{off} + {word}]",
-                v = lateout(reg) v,
-                off = in(reg) offset(),
-                word = const WORD,
-                options(nostack, readonly, preserves_flags),
-            );
+    #[cfg(target_arch = "aarch64")]
+    mod aarch64 {
+        /// The words' address: the thread pointer plus their offset, a
+        /// constant the dynamic loader wrote into the GOT before any code
+        /// ran. `pure` and `nomem`: the same within a thread, so the
+        /// compiler may share one among several accesses.
+        #[inline(always)]
+        fn words() -> usize {
+            let at: usize;
+            // SAFETY: reads the GOT entry of our own .tdata symbol, which is
+            // never written after relocation, and the thread pointer.
+            unsafe {
+                core::arch::asm!(
+                    "adrp {at}, :gottprel:__smalloc_thread_v2",
+                    "ldr {at}, [{at}, :gottprel_lo12:__smalloc_thread_v2]",
+                    "mrs {tp}, tpidr_el0",
+                    "add {at}, {at}, {tp}",
+                    at = out(reg) at,
+                    tp = out(reg) _,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+            at
         }
-        v
-    }
 
-    /// Subtracts `v` from the word; true on a borrow (it was below `v`).
-    #[cfg(feature = "profile")]
-    #[inline(always)]
-    pub fn sub<const WORD: usize>(v: usize) -> bool {
-        // SAFETY: as in `load`; writes only our own thread's word.
-        unsafe {
-            core::arch::asm!(
-                "sub qword ptr fs:[{off} + {word}], {v}",
-                "jb {borrow}",
-                off = in(reg) offset(),
-                v = in(reg) v,
-                word = const WORD,
-                borrow = label { return true; },
-                options(nostack),
-            );
+        #[inline(always)]
+        pub fn load<const WORD: usize>() -> usize {
+            let v: usize;
+            // SAFETY: initial-exec access to our own .tdata words: `words`
+            // is their address in this thread, `WORD` one of the offsets
+            // above. Reads only that word.
+            unsafe {
+                core::arch::asm!(
+                    "ldr {v}, [{at}, #{word}]",
+                    v = lateout(reg) v,
+                    at = in(reg) words(),
+                    word = const WORD,
+                    options(nostack, readonly, preserves_flags),
+                );
+            }
+            v
         }
-        false
-    }
 
-    #[inline(always)]
-    pub fn store<const WORD: usize>(v: usize) {
-        // SAFETY: as in `load`; writes only our own thread's word.
-        unsafe {
-            core::arch::asm!(
-                "mov qword ptr fs:[{off} + {word}], {v}",
-                off = in(reg) offset(),
-                v = in(reg) v,
-                word = const WORD,
-                options(nostack, preserves_flags),
-            );
+        /// Subtracts `v` from the word; true on a borrow (it was below `v`).
+        #[cfg(feature = "profile")]
+        #[inline(always)]
+        pub fn sub<const WORD: usize>(v: usize) -> bool {
+            // SAFETY: as in `load`; writes only our own thread's word.
+            unsafe {
+                core::arch::asm!(
+                    "ldr {t}, [{at}, #{word}]",
+                    "subs {t}, {t}, {v}",
+                    "str {t}, [{at}, #{word}]",
+                    "b.lo {borrow}",
+                    at = in(reg) words(),
+                    v = in(reg) v,
+                    t = out(reg) _,
+                    word = const WORD,
+                    borrow = label { return true; },
+                    options(nostack),
+                );
+            }
+            false
+        }
+
+        #[inline(always)]
+        pub fn store<const WORD: usize>(v: usize) {
+            // SAFETY: as in `load`; writes only our own thread's word.
+            unsafe {
+                core::arch::asm!(
+                    "str {v}, [{at}, #{word}]",
+                    at = in(reg) words(),
+                    v = in(reg) v,
+                    word = const WORD,
+                    options(nostack, preserves_flags),
+                );
+            }
         }
     }
 }
 
-#[cfg(any(not(target_arch = "x86_64"), smalloc_portable_tls, miri))]
+#[cfg(any(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    smalloc_portable_tls,
+    miri
+))]
 mod tls {
     //! Portable fallback: a pthread key per word, created on first use. The
     //! words are stored XOR their initial values, so a key's initial null

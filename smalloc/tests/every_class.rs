@@ -44,7 +44,7 @@ fn alloc_fill_check_free_every_size_and_alignment() {
             let p = unsafe { A.alloc(l) };
             assert!(!p.is_null(), "size {size} align {align}");
             assert_eq!(p.addr() % align, 0, "size {size} align {align}");
-            assert!(A.owns_slot(p));
+            assert!(A.owns_slot(p), "{l:?} at {p:?}");
             // The slot holds the block (whatever class held it: a large one
             // may borrow a larger class's freed slot).
             assert!(slot_size(sc_of(p.addr())) >= size.max(align));

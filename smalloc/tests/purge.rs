@@ -265,7 +265,7 @@ fn the_delay_comes_from_the_environment() {
         ("-1", "300"),
         ("", "300"),
     ] {
-        let out = std::process::Command::new(&exe)
+        let out = devutils::target_command(&exe)
             .args([
                 "--exact",
                 "the_delay_comes_from_the_environment",

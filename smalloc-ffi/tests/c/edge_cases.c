@@ -150,7 +150,12 @@ static void test_aligned(void) {
     CHECK(valloc(SIZE_MAX - 10) == NULL && errno == ENOMEM);
 }
 
+/* Under an emulator (qemu-user) the resident set is the emulator's,
+ * translated code included: its bounds are not checked there. */
+static int resident_set_is_ours(void) { return getenv("SMALLOC_TEST_EMULATED") == NULL; }
+
 static long resident_kib(void) {
+    if (!resident_set_is_ours()) return 0;
     FILE *f = fopen("/proc/self/statm", "r");
     long size = 0, res = 0;
     CHECK(f != NULL && fscanf(f, "%ld %ld", &size, &res) == 2);
@@ -172,7 +177,9 @@ static void test_calloc_rss(void) {
     free(p);
     before = resident_kib();
     p = calloc(GiB, 1);
-    CHECK(p != NULL && resident_kib() <= before);
+    /* At most one page: a big allocation's header (layout mapped on
+     * demand, whose largest slot is 32 MiB). */
+    CHECK(p != NULL && resident_kib() <= before + sysconf(_SC_PAGESIZE) / 1024);
     for (size_t i = 0; i < (64 << 20); i += 4093) CHECK(p[i] == 0);
     CHECK(p[GiB - 1] == 0);
     free(p);

@@ -22,7 +22,7 @@ fn mtime(path: &Path) -> SystemTime {
 /// every source file it was built from (as listed in cargo's dep-info file
 /// `libsmalloc.d` beside it).
 fn release_artifact(name: &str) -> PathBuf {
-    let release = target_dir().join("release");
+    let release = release_dir();
     let path = release.join(name);
     assert!(
         path.is_file(),
@@ -46,6 +46,20 @@ fn release_artifact(name: &str) -> PathBuf {
         }
     }
     path
+}
+
+/// The release build's directory for this test binary's target: beside
+/// the directory of its own profile (`target/release`, or
+/// `target/<triple>/release` when the tests were built with `--target`).
+fn release_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // The binary is `<dir>/<profile>/deps/<name>`.
+    match exe.ancestors().nth(3) {
+        Some(dir) if exe.ancestors().nth(1).is_some_and(|d| d.ends_with("deps")) => {
+            dir.join("release")
+        }
+        _ => target_dir().join("release"),
+    }
 }
 
 /// `libsmalloc.so` of the release build.
@@ -78,7 +92,7 @@ pub fn c_source(file: &str) -> PathBuf {
 pub fn compile(dir: &Path, file: &str, extra: &[&str]) -> PathBuf {
     let cxx = file.ends_with(".cpp");
     let out = dir.join(file.split('.').next().unwrap_or(file));
-    let mut cmd = Command::new(if cxx { "c++" } else { "cc" });
+    let mut cmd = Command::new(devutils::target_cc(cxx));
     cmd.args(["-O1", "-g", "-Wall", "-Werror", "-fno-builtin"])
         .arg(if cxx { "-std=c++17" } else { "-std=gnu11" })
         .arg("-Wno-alloc-size-larger-than")
@@ -96,17 +110,17 @@ pub fn compile(dir: &Path, file: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-pub use devutils::run_ok;
+pub use devutils::{run_ok, target_command};
 
 /// `cmd` with `LD_PRELOAD` set to libsmalloc.so.
 pub fn preloaded(cmd: &mut Command) -> &mut Command {
-    cmd.env("LD_PRELOAD", lib_so())
+    devutils::preload(cmd, &lib_so())
 }
 
 /// Runs the test program `exe` with smalloc preloaded and checks that it
 /// succeeds and prints `expect` on stdout.
 pub fn run_preloaded_expect(exe: &Path, args: &[&OsStr], expect: &str) {
-    let out = run_ok(preloaded(&mut Command::new(exe)).args(args));
+    let out = run_ok(preloaded(&mut target_command(exe)).args(args));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(expect),

@@ -241,13 +241,24 @@ pub fn count_n(e: Event, at: usize, n: u64) {
     let _ = (e, at, n);
 }
 
-/// The time stamp counter, for [`Event::SearchTicks`] (0 without the
-/// feature or off x86-64).
+/// The time stamp counter (aarch64: the virtual counter), for
+/// [`Event::SearchTicks`] (0 without the feature or on other
+/// architectures).
 #[inline(always)]
 pub fn ticks() -> u64 {
     #[cfg(all(feature = "counters", target_arch = "x86_64"))]
     // SAFETY: rdtsc has no preconditions on x86-64.
     return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(all(feature = "counters", target_arch = "aarch64"))]
+    {
+        let t: u64;
+        // SAFETY: Linux lets user space read the virtual counter; the read
+        // has no other effect.
+        unsafe {
+            core::arch::asm!("mrs {t}, cntvct_el0", t = out(reg) t, options(nomem, nostack, preserves_flags));
+        }
+        return t;
+    }
     #[allow(unreachable_code)]
     0
 }

@@ -86,6 +86,7 @@ fn request(code: usize, a1: usize, a2: usize, a3: usize, a4: usize, default: usi
 fn raw_request(code: usize, a1: usize, a2: usize, a3: usize, a4: usize, default: usize) -> usize {
     let args = [code, a1, a2, a3, a4, 0];
     let result;
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: on a real CPU the four rotations of rdi add up to 128 bits
     // (rdi is unchanged) and `xchg rbx, rbx` does nothing; valgrind
     // recognises the sequence, reads the six words at rax and writes its
@@ -100,6 +101,23 @@ fn raw_request(code: usize, a1: usize, a2: usize, a3: usize, a4: usize, default:
             in("rax") args.as_ptr(),
             inout("rdx") default => result,
             inout("rdi") 0usize => _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: on a real CPU the four rotations of x12 add up to 128 bits
+    // (x12 is unchanged) and `orr x10, x10, x10` does nothing; valgrind
+    // recognises the sequence, reads the six words at x4 and writes its
+    // answer to x3. `args` lives across the block; it may read memory.
+    unsafe {
+        core::arch::asm!(
+            "ror x12, x12, #3",
+            "ror x12, x12, #13",
+            "ror x12, x12, #51",
+            "ror x12, x12, #61",
+            "orr x10, x10, x10",
+            in("x4") args.as_ptr(),
+            inout("x3") default => result,
             options(nostack),
         );
     }
