@@ -32,7 +32,9 @@ use crate::features::config;
 
 /// Number of address bits of one (slab, size class) region. Smaller in the
 /// `valgrind` build (memcheck keeps state for every 64 KiB of a mapping, so
-/// an 8 TiB reservation costs it gigabytes; 32 GiB costs it little) and
+/// an 8 TiB reservation costs it gigabytes; 32 GiB costs it little), in the
+/// `va39` build (a 128 GiB layout, which a 512 GiB address space holds)
+/// and
 /// under ThreadSanitizer (`--cfg smalloc_tsan`, set by `devutils/verify.sh`:
 /// TSan serves application mappings only from a few fixed ranges of a few
 /// TiB, which an 8 TiB reservation aligned to 8 TiB does not fit; 2 TiB
@@ -40,6 +42,8 @@ use crate::features::config;
 #[cfg(not(miri))]
 pub const REGION_BITS: u32 = if config::VALGRIND {
     24
+} else if config::VA39 {
+    26
 } else if cfg!(smalloc_tsan) {
     30
 } else {
@@ -571,7 +575,7 @@ mod tests {
         }
         assert_eq!(slot_size(LARGE_SC), 64 << 10);
         assert_eq!(slot_size(LARGE_SC - 1), 56 << 10);
-        #[cfg(not(any(miri, smalloc_tsan)))]
+        #[cfg(not(any(miri, smalloc_tsan, feature = "va39", feature = "valgrind")))]
         {
             assert_eq!(MAX_SLOT_SIZE, 1 << 31);
             assert_eq!(MAX_SC, 74);
@@ -718,7 +722,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(not(any(miri, smalloc_tsan)))]
+    #[cfg(not(any(miri, smalloc_tsan, feature = "va39", feature = "valgrind")))]
     fn slot_counts() {
         // The region from the first slot on, in whole slots; the 4-byte
         // slots stop one short (the last one's link would not fit 32 bits).

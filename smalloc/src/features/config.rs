@@ -2,7 +2,8 @@
 //! floors (`layout`, `thread_words`), which the features build on and so
 //! cannot call into. Each feature's effect on them: `secure`, a smallest
 //! slot of 16 bytes (a link and its check); `valgrind`, a geometry small
-//! enough for memcheck to keep state for; `profile`, the last slab
+//! enough for memcheck to keep state for; `va39`, one small enough for a
+//! 39-bit address space; `profile`, the last slab
 //! reserved for sampled blocks and five more thread words.
 
 /// The secure mode: free-list links stored encoded and checked.
@@ -13,3 +14,5 @@ pub const VALGRIND: bool = cfg!(feature = "valgrind");
 pub const PROFILE: bool = cfg!(feature = "profile");
 /// The event counters.
 pub const COUNTERS: bool = cfg!(feature = "counters");
+/// A layout that fits a 39-bit virtual address space (512 GiB a process).
+pub const VA39: bool = cfg!(feature = "va39");
