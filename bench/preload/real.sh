@@ -6,7 +6,8 @@
 # to glibc. Python runs with PYTHONMALLOC=malloc for every allocator, so its
 # small objects reach malloc instead of pymalloc.
 #
-# Environment (optional): RUNS (default 3), ALLOCS (default: glibc smalloc
+# Environment (optional): RUNS (default 3), PROGRAMS (default: python
+# sqlite git-gc gcc), ALLOCS (default: glibc smalloc
 # jemalloc mimalloc tcmalloc; NAME=path/to/lib.so adds a library of your
 # own, e.g. an older libsmalloc.so), SMALLOC_SO or BUILD_SMALLOC=0, OUT
 # (work directory).
@@ -86,7 +87,7 @@ run_one() { # alloc program -> prints "wall rss_kib"
     awk '{print $1, $2}' "$out/m"
 }
 
-programs="python sqlite git-gc gcc"
+programs="${PROGRAMS:-python sqlite git-gc gcc}"
 results="$out/results.txt"
 : > "$results"
 for r in $(seq 1 "$runs"); do

@@ -18,8 +18,10 @@
 //! to the next allocator in the chain (`next.rs`).
 //!
 //! Nothing reachable from an allocation entry point uses `std`: no
-//! allocation, no formatting, no panics. `std` is linked only because a
-//! `cdylib` built in the dev profile needs its panic runtime.
+//! allocation, no formatting, no panics. `std` is linked only where a
+//! `cdylib` needs its unwinding panic runtime (the dev and test profiles)
+//! and for the profiler; the release build (`panic = "abort"`) has its own
+//! panic handler, so it loads neither std's code nor `libgcc_s`.
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -28,6 +30,7 @@
 // `cbindgen:ignore`.
 
 // The panic handler and unwinding runtime (see the crate documentation).
+#[cfg(any(test, panic = "unwind", feature = "profile"))]
 extern crate std as _;
 // The profiler's writers (the `profile` feature) use std by name.
 #[cfg(feature = "profile")]
@@ -51,6 +54,9 @@ mod introspect;
 mod lifecycle;
 /// cbindgen:ignore
 mod next;
+/// cbindgen:ignore
+#[cfg(not(any(test, panic = "unwind", feature = "profile")))]
+mod panic;
 mod prefixed;
 /// cbindgen:ignore
 mod profile;
