@@ -10,17 +10,22 @@
  * thread allocates and frees a few small blocks every millisecond (a
  * program that is not quite idle). -b P: exit 1 if the resident set 1 s
  * after the last free is above P percent of the peak (a test's bound).
+ * -k N: one block in N stays live to the end (survivors scattered among
+ * the freed blocks: the allocator can give back only what lies between
+ * them).
  * Prints the peak, the resident set at 0.25, 0.5, 1 s and at the end, in
  * KiB. */
 #include "common.h"
 
 static const char *usage =
     "usage: peakfree [-t threads] [-m peak bytes] [-l smallest] [-u largest] [-w exit|idle]\n"
-    "                [-s seconds watched] [-c] [-b percent] [-x seed]\n"
+    "                [-s seconds watched] [-c] [-b percent] [-k one in N kept] [-x seed]\n"
     "  defaults -t 4 -m 1G -l 64 -u 256K -w exit -s 2; -t 0: the main thread alone\n";
 
 static size_t peak_bytes, smallest, largest;
 static int threads, idle_workers, one_thread;
+static size_t keep_one_in;
+static atomic_size_t kept_bytes;
 static long one_thread_peak;
 static atomic_int ready, freed, finished;
 static volatile unsigned char sink;
@@ -71,6 +76,10 @@ static void *worker(void *arg) {
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = (size_t)pass; i < n; i += 2) {
             check(blocks[i], sizes[i], i, "peakfree");
+            if (keep_one_in && i % keep_one_in == 0) {
+                atomic_fetch_add(&kept_bytes, sizes[i]);
+                continue; /* a survivor: live to the end */
+            }
             free(blocks[i]);
         }
     free(blocks);
@@ -95,7 +104,7 @@ int main(int argc, char **argv) {
     double bound = 0;
     uint64_t seed = 1;
     int opt;
-    while ((opt = getopt(argc, argv, "t:m:l:u:w:s:cb:x:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:l:u:w:s:cb:k:x:")) != -1) {
         switch (opt) {
         case 't': threads = atoi(optarg); break;
         case 'm': peak_bytes = parse_size(optarg, usage); break;
@@ -108,6 +117,7 @@ int main(int argc, char **argv) {
         case 's': watch = atof(optarg); break;
         case 'c': churn = 1; break;
         case 'b': bound = atof(optarg); break;
+        case 'k': keep_one_in = (size_t)atol(optarg); break;
         case 'x': seed = strtoull(optarg, NULL, 10); break;
         default: fputs(usage, stderr); return 2;
         }
@@ -155,6 +165,7 @@ int main(int argc, char **argv) {
     atomic_store(&finished, 1);
     if (!one_thread && idle_workers) pthread_join(runner, NULL);
     printf("peak_rss_kib %ld\n", peak);
+    if (keep_one_in) printf("kept_kib %zu\n", atomic_load(&kept_bytes) >> 10);
     for (int i = 0; i < 3; i++)
         printf("rss_after_%.2fs_kib %ld (%.1f%% of peak)\n", marks[i], at[i], 100.0 * (double)at[i] / (double)peak);
     printf("rss_at_end_kib %ld (%.1f%% of peak)\n", last, 100.0 * (double)last / (double)peak);

@@ -26,7 +26,7 @@ use crate::free_list::{self, Pop};
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{commit, geometry, occupancy, ownership, private_list, purge, reservation, sys};
+use crate::{commit, geometry, occupancy, ownership, private_list, purge, reservation, spans, sys};
 
 /// What the features may ask of the allocator: the heap profiler's slots.
 pub static CORE: Core = Core {
@@ -296,7 +296,8 @@ fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Slot> {
 /// The owner of the slab at `slab_addr` claims the next step of its
 /// never-used tail of `sc` into its fresh run and takes its first slot.
 fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Slot> {
-    let (first, end) = claim_tail(slab_addr, sc, true)?;
+    // A span a sweep gave back is as zero as the tail, and lower.
+    let (first, end) = spans::claim(slab_addr, sc).or_else(|| claim_tail(slab_addr, sc, true))?;
     features::count(Event::NeverUsed, slab_addr);
     // Relaxed: only the owner touches the run.
     let run = tables(metadata::private_block(slab_addr)).fresh(sc);

@@ -26,6 +26,8 @@ mod purge;
 mod purger;
 pub mod raw;
 mod reservation;
+#[doc(hidden)]
+pub mod spans;
 pub mod stats;
 mod sys;
 mod thread_words;

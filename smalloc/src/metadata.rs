@@ -143,7 +143,9 @@ pub struct SharedLine {
     /// The never-used tail: the number of the first slot never handed out
     /// (or claimed into an owner's fresh run).
     pub tail: AtomicU32,
-    _gap: u32,
+    /// Spans of the region given back by sweeps and not yet taken again
+    /// (`spans`): at least as many as their bits say.
+    pub spans: AtomicU32,
     /// Allocations and frees by threads that do not own the slab (the
     /// `counters` feature), on the line their compare-and-swap of the flh
     /// takes anyway.

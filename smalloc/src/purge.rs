@@ -33,7 +33,7 @@ use crate::free_list;
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{geometry, occupancy, ownership, purger, sys};
+use crate::{geometry, occupancy, ownership, purger, spans, sys};
 
 pub use crate::layout::RELEASE_SC;
 
@@ -440,6 +440,20 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
         seen.store(line.flh.load(Ordering::Relaxed), Ordering::Relaxed);
         state.store(swept, Ordering::Relaxed);
         return;
+    }
+    let (mut first, mut last) = (first, last);
+    if let Some(left) = spans::give_back(slab_addr, sc, first, n, tail) {
+        out.released += left.released;
+        // Relaxed: statistics.
+        PURGED_BYTES.fetch_add(left.released as u64, Ordering::Relaxed);
+        if left.first == 0 {
+            // Every slot went back with its span: nothing to put back.
+            // Relaxed: ours under the lock.
+            seen.store(line.flh.load(Ordering::Relaxed), Ordering::Relaxed);
+            state.store(swept, Ordering::Relaxed);
+            return;
+        }
+        (first, last) = (left.first, left.last);
     }
     let page = sys::page_size();
     if layout::slot_size(sc) >= 2 * page && sc < RELEASE_SC {

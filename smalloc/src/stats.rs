@@ -120,6 +120,9 @@ pub struct Snapshot {
     /// Regions (slab, size class) that purges and trims reset to never-used,
     /// ever (every slot they had handed out was free).
     pub purge_resets: u64,
+    /// Spans (runs of whole pages of freed slots smaller than two pages,
+    /// between slots in use) given back by purges and trims, ever.
+    pub purge_spans: u64,
     /// List walks that met a link naming no handed-out slot (only while
     /// threads allocate and free).
     pub walks_cut: u64,
@@ -159,6 +162,7 @@ impl Snapshot {
         trimmable_bytes: 0,
         purged_bytes: 0,
         purge_resets: 0,
+        purge_spans: 0,
         walks_cut: 0,
         counters: features::config::COUNTERS,
         events: [0; NUM_EVENTS],
@@ -219,6 +223,7 @@ pub fn snapshot() -> Snapshot {
     let mut s = Snapshot::EMPTY;
     (s.big_count, s.big_bytes) = big::usage();
     (s.purged_bytes, s.purge_resets) = crate::purge::purged();
+    s.purge_spans = crate::spans::given_back();
     let Some(base) = crate::geometry::base() else {
         return s;
     };
@@ -325,8 +330,9 @@ pub(crate) fn read_list(
     };
     let first = head.load(Ordering::Relaxed);
     let free_private = walk(region, sc, first, claimed, cut, trimmable.as_deref_mut());
+    let given_back = crate::spans::slots_given_back(slab_addr, sc);
     ListStats {
-        handed_out: u64::from(claimed.saturating_sub(waiting)),
+        handed_out: u64::from(claimed.saturating_sub(waiting).saturating_sub(given_back)),
         free_shared: walk(region, sc, flh as u32, claimed, cut, trimmable),
         free_private,
         shared_frees: flh >> 32,

@@ -4,7 +4,8 @@
 //! `smalloc::private_list` (the owner's list: push, pop) and
 //! `smalloc::ownership` (claim, release), and of the purge's protocols: an
 //! owner handing its private list over whole, a sweep resetting a region
-//! whose every slot it holds while others claim never-used slots.
+//! whose every slot it holds while others claim never-used slots, a sweep
+//! giving a span back (`smalloc::spans`) while others pop and take spans.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -17,7 +18,9 @@
 //!   shared list whether or not it is still empty), loom finds a slot lost
 //!   in the hand-over test; with `--cfg smalloc_blind_reset` (a sweep sets
 //!   the tail to 0 without first making claims fail), a slot handed out
-//!   twice in the reset test.
+//!   twice in the reset test; with `--cfg smalloc_blind_span_take` (a span
+//!   taken by a load and a store), a slot handed out twice in the span
+//!   test.
 
 #![cfg(loom)]
 
@@ -29,6 +32,7 @@ use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
 use smalloc::ownership::{self, SetCell};
 use smalloc::private_list::{self, HeadCell};
+use smalloc::spans::{self, SpanWord};
 use std::sync::atomic::Ordering;
 
 struct Flh(AtomicU64);
@@ -470,5 +474,80 @@ fn a_sweep_resets_a_region_while_others_pop_and_claim() {
             assert!(all.insert(s), "slot {s} handed out twice");
         }
         assert_eq!(all.len(), N as usize, "a slot was lost: {all:?}");
+    });
+}
+
+struct Span(AtomicU64);
+
+impl SpanWord for Span {
+    fn load(&self, order: Ordering) -> u64 {
+        self.0.load(order)
+    }
+    fn store(&self, v: u64, order: Ordering) {
+        self.0.store(v, order)
+    }
+    fn fetch_or(&self, bits: u64, order: Ordering) -> u64 {
+        self.0.fetch_or(bits, order)
+    }
+    fn fetch_and(&self, bits: u64, order: Ordering) -> u64 {
+        self.0.fetch_and(bits, order)
+    }
+}
+
+/// A sweep gives a span back (as `purge::sweep_list` and
+/// `spans::give_back` do): it takes the shared list whole, takes the
+/// span's slots (2 and 3) off the chain, puts the rest back and sets the
+/// span's bit; meanwhile two threads each take a span, else pop a slot.
+/// Every slot must end up exactly once: held by a thread, on the list, or
+/// in a span still given back.
+#[test]
+#[cfg_attr(smalloc_blind_span_take, should_panic(expected = "slot"))]
+fn a_sweep_gives_a_span_back_while_others_pop_and_take_spans() {
+    const N: u32 = 3;
+    model(|| {
+        let slab = Slab::new(N);
+        let map = Arc::new([Span(AtomicU64::new(0))]);
+        let (s1, m1) = (slab.clone(), map.clone());
+        let sweeper = thread::spawn(move || {
+            let first = free_list::take_all(&s1.flh);
+            let mut chain = Vec::new();
+            let mut link = first;
+            while link != 0 {
+                chain.push(link);
+                // SAFETY: the chain is ours.
+                link = unsafe { s1.links.load_link(link) };
+            }
+            if chain.len() as u32 != N {
+                // Not every slot is free: the span is not whole.
+                if first != 0 {
+                    let last = *chain.last().unwrap();
+                    // SAFETY: the chain is ours; `last` is its last slot.
+                    unsafe { free_list::push(&s1.flh, &s1.links.0[last as usize - 1], first) };
+                }
+                return;
+            }
+            // The span's slots off the chain (the pages given back); the
+            // rest put back; then the span made takeable.
+            // SAFETY: slot 1 is ours; it ends the rebuilt chain.
+            unsafe { s1.links.0[0].store_link(0) };
+            s1.push_shared(1);
+            spans::put(&*m1, 0);
+        });
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, m) = (slab.clone(), map.clone());
+                thread::spawn(move || match spans::take_run(&*m, 2) {
+                    Some((0, 1)) => vec![2, 3],
+                    Some(r) => panic!("spans {r:?}"),
+                    None => s.pop_shared().into_iter().collect(),
+                })
+            })
+            .collect();
+        sweeper.join().unwrap();
+        let mut held: Vec<Vec<u32>> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+        if spans::take_run(&*map, 1).is_some() {
+            held.push(vec![2, 3]);
+        }
+        check_conservation(&slab, held);
     });
 }

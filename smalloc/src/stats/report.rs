@@ -117,6 +117,11 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
     count_line(w, s.live_slots(), "Slots in use")?;
     count_line(w, s.free_slots(), "Freed slots on lists")?;
     count_line(w, s.purge_resets, "Regions reset to never-used by purges")?;
+    count_line(
+        w,
+        s.purge_spans,
+        "Spans of freed slots given back by purges",
+    )?;
     let shared: u64 = s.used_classes().map(|(_, c)| c.shared_frees).sum();
     count_line(w, shared, "Frees onto shared lists (mod 2^32 per list)")?;
     let in_use = s.slabs.iter().filter(|l| l.handed_out_bytes != 0).count() as u64;
