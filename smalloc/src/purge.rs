@@ -441,7 +441,7 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
         state.store(swept, Ordering::Relaxed);
         return;
     }
-    let (mut first, mut last) = (first, last);
+    let (mut first, mut last, mut n) = (first, last, n);
     if let Some(left) = spans::give_back(slab_addr, sc, first, n, tail) {
         out.released += left.released;
         // Relaxed: statistics.
@@ -453,12 +453,15 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
             state.store(swept, Ordering::Relaxed);
             return;
         }
-        (first, last) = (left.first, left.last);
+        (first, last, n) = (left.first, left.last, left.n);
     }
     let page = sys::page_size();
     if layout::slot_size(sc) >= 2 * page && sc < RELEASE_SC {
         let mut link = first;
         for _ in 0..n {
+            if link == 0 {
+                break;
+            }
             let slot = layout::slot_of_link(region, link);
             link = follow_link(slot);
             out.released += release_slot(slot, sc);

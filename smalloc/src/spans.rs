@@ -270,6 +270,8 @@ pub struct Left {
     pub first: u32,
     /// Its last slot's address.
     pub last: usize,
+    /// Its length.
+    pub n: u32,
     /// Resident bytes given back.
     pub released: usize,
 }
@@ -341,7 +343,7 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
         }
     }
     // The rest, linked in address order from the highest slot down.
-    let (mut next, mut last) = (0, 0);
+    let (mut next, mut last, mut left) = (0, 0, 0);
     for (w, &v) in bits.iter().enumerate().rev() {
         let mut v = v;
         while v != 0 {
@@ -354,11 +356,13 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
             // SAFETY: the slot is free and this sweep holds it.
             unsafe { SlotLink::of(slot).store_link(next) };
             next = layout::link_of(slot);
+            left += 1;
         }
     }
     Some(Left {
         first: next,
         last,
+        n: left,
         released,
     })
 }
