@@ -9,8 +9,10 @@
 //!   the never-used tail), the region is *reset*: all its pages go back to
 //!   the kernel and its tail to 0, so its slots are never-used again (zero,
 //!   handed out as fresh, not cleared by `calloc`);
-//! * otherwise each slot of at least two pages gives back its pages past
-//!   the first (which keeps its link), and the list is put back whole.
+//! * otherwise, in a small size class, the spans all of whose slots are on
+//!   it go back ([`spans`](crate::spans)), their slots off the list; then
+//!   each slot of at least two pages left gives back its pages past the
+//!   first (which keeps its link), and the list is put back.
 //!
 //! A list is swept once until it changes again. Private lists are only ever
 //! touched by their slab's owner: an owner hands its private lists and its

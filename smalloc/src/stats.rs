@@ -120,8 +120,8 @@ pub struct Snapshot {
     /// Regions (slab, size class) that purges and trims reset to never-used,
     /// ever (every slot they had handed out was free).
     pub purge_resets: u64,
-    /// Spans (runs of whole pages of freed slots smaller than two pages,
-    /// between slots in use) given back by purges and trims, ever.
+    /// Spans (runs of whole pages of freed slots below 64 KiB, between
+    /// slots in use) given back by purges and trims, ever.
     pub purge_spans: u64,
     /// List walks that met a link naming no handed-out slot (only while
     /// threads allocate and free).
