@@ -21,6 +21,8 @@ pub struct ListUsage {
     /// Pushes onto the shared list (frees by threads that did not own the
     /// slab, and of large slots), modulo 2^32.
     pub shared_frees: u64,
+    /// Freed slots on the shared list and on the owner's private list.
+    pub free: u64,
 }
 
 /// The usage of (slab, size class), or all zeros before the reservation
@@ -36,6 +38,7 @@ pub fn list_usage(slab: usize, sc: u32) -> ListUsage {
     ListUsage {
         handed_out: l.handed_out,
         shared_frees: l.shared_frees,
+        free: l.free_shared + l.free_private,
     }
 }
 
