@@ -17,6 +17,7 @@ mod home_slab;
 #[doc(hidden)]
 pub mod hooks;
 mod hot_path;
+mod idle;
 pub mod layout;
 mod metadata;
 mod occupancy;

@@ -35,7 +35,7 @@ use crate::free_list;
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{geometry, occupancy, ownership, purger, spans, sys};
+use crate::{geometry, idle, occupancy, ownership, purger, spans, sys};
 
 pub use crate::layout::RELEASE_SC;
 
@@ -409,6 +409,9 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
         }
         state.store(st, Ordering::Relaxed);
         if !force {
+            if w as u32 != 0 && idle_passes() && idle::applies(sc) && !idle::waits(slab, sc) {
+                idle_pass(slab_addr, sc, seen, out);
+            }
             return;
         }
     }
@@ -475,6 +478,37 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     // Relaxed: ours under the lock.
     seen.store(now, Ordering::Relaxed);
     state.store(swept, Ordering::Relaxed);
+}
+
+/// Whether sweeps of lists in use give back their idle slots
+/// ([`idle`]): where the sweeping thread is the only one that allocates.
+fn idle_passes() -> bool {
+    !occupancy::many_threads_seen()
+}
+
+/// Takes the shared list of (slab, size class) whole and puts back what
+/// [`idle::pass`] leaves of it, noting the list as `seen` after that.
+fn idle_pass(slab_addr: usize, sc: u32, seen: &AtomicU64, out: &mut Swept) {
+    let line = shared(slab_addr, sc);
+    let first = free_list::take_all(&line.flh);
+    if first == 0 {
+        return;
+    }
+    // Relaxed: the tail hands out slot numbers only (see `claim_tail`).
+    let tail = line.tail.load(Ordering::Relaxed);
+    let kept = idle::pass(slab_addr, sc, first, tail);
+    out.released += kept.released;
+    // Relaxed: statistics.
+    PURGED_BYTES.fetch_add(kept.spans_released as u64, Ordering::Relaxed);
+    let now = if kept.first == 0 {
+        line.flh.load(Ordering::Relaxed)
+    } else {
+        // SAFETY: the chain was on this list; we took it and hold it whole;
+        // `last` is its last slot.
+        unsafe { free_list::push(&line.flh, &SlotLink::of(kept.last), kept.first) }
+    };
+    // Relaxed: ours under the lock.
+    seen.store(now, Ordering::Relaxed);
 }
 
 /// Resets (slab, size class), whose `tail` slots the caller holds, every

@@ -301,12 +301,38 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
         // The take's Acquire ordered the pushes before us.
         link = follow_link(slot);
     }
+    let (released, given) = give_back_marked(slab_addr, sc, g, bits, tail)?;
+    if given == 0 {
+        return None;
+    }
+    let (first, last, left) = relink_marked(region, sc, bits, |_| {});
+    Some(Left {
+        first,
+        last,
+        n: left,
+        released,
+    })
+}
+
+/// Gives back every span of (slab, size class) (geometry `g`, below `tail`)
+/// all of whose slots are marked in `bits` (slot numbers; the caller holds
+/// those slots and keeps holding the rest), unmarking their slots: the
+/// resident bytes given back and the spans, `None` if the span map cannot
+/// be made. The caller holds the sweep lock.
+pub fn give_back_marked(
+    slab_addr: usize,
+    sc: u32,
+    g: Geometry,
+    bits: &mut [u64],
+    tail: u32,
+) -> Option<(usize, u32)> {
+    let region = layout::region_addr(slab_addr, sc);
     let spans = div(tail.saturating_sub(g.first) as usize, g.slots as usize) as u32;
     let whole =
         |bits: &[u64], i: u32| all_set(bits, (g.first + i * g.slots) as usize, g.slots as usize);
     let given = (0..spans).filter(|&i| whole(bits, i)).count() as u32;
     if given == 0 {
-        return None;
+        return Some((0, 0));
     }
     let map = map(layout::slab_of(slab_addr), sc, g, true)?;
     // The count first: it never says fewer spans than the bits (`claim`).
@@ -342,6 +368,18 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
             put(map, s as usize);
         }
     }
+    Some((released, given))
+}
+
+/// Links the slots marked in `bits` (of size class `sc`, in `region`, which
+/// the caller holds) into a chain in address order: its first link (0 if
+/// none), its last slot's address and its length; `each` sees every slot.
+pub fn relink_marked(
+    region: usize,
+    sc: u32,
+    bits: &[u64],
+    mut each: impl FnMut(usize),
+) -> (u32, usize, u32) {
     // The rest, linked in address order from the highest slot down.
     let (mut next, mut last, mut left) = (0, 0, 0);
     for (w, &v) in bits.iter().enumerate().rev() {
@@ -355,16 +393,12 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
             }
             // SAFETY: the slot is free and this sweep holds it.
             unsafe { SlotLink::of(slot).store_link(next) };
+            each(slot);
             next = layout::link_of(slot);
             left += 1;
         }
     }
-    Some(Left {
-        first: next,
-        last,
-        n: left,
-        released,
-    })
+    (next, last, left)
 }
 
 /// Whether bits `[from, from + len)` of `bits` are all set.
@@ -389,21 +423,23 @@ fn all_set(bits: &[u64], from: usize, len: usize) -> bool {
 
 /// A sweep's bitmap of the free slots of one list: a fresh mapping,
 /// unmapped when dropped (a sweep never allocates).
-struct Scratch {
+pub struct Scratch {
     addr: *mut u8,
     words: usize,
 }
 
 impl Scratch {
-    fn new(words: usize) -> Option<Scratch> {
+    /// A zeroed bitmap of `words` words.
+    pub fn new(words: usize) -> Option<Scratch> {
         Some(Scratch {
             addr: sys::map(0, words * 8, false)?,
             words,
         })
     }
 
+    /// Its words.
     #[allow(clippy::mut_from_ref)]
-    fn words(&self) -> &mut [u64] {
+    pub fn words(&self) -> &mut [u64] {
         // SAFETY: a zeroed private mapping of `words` u64, ours alone, used
         // through this one slice.
         unsafe { core::slice::from_raw_parts_mut(self.addr.cast(), self.words) }

@@ -178,3 +178,31 @@ pub fn handed_out(addr: usize) {
     super::secure::handed_out(addr);
     let _ = addr;
 }
+
+/// The idle stamp of the free slot at `addr` (of 8 bytes or more), which
+/// the caller holds: its second four bytes, where a sweep leaves a mark
+/// that a later sweep recognizes if nobody took the slot meanwhile (not in
+/// the secure mode, whose check word lies there).
+#[inline]
+pub fn load_stamp(addr: usize) -> u32 {
+    // Relaxed: the caller holds the slot.
+    #[cfg(not(feature = "valgrind"))]
+    return link_cell(addr + 4).load(Ordering::Relaxed);
+    // A free slot is no-access to memcheck; the word may be undefined.
+    #[cfg(feature = "valgrind")]
+    super::valgrind::defined_word(super::valgrind::quiet(|| {
+        // Relaxed: as above.
+        link_cell(addr + 4).load(Ordering::Relaxed)
+    }))
+}
+
+/// Writes the idle stamp of the free slot at `addr` (see [`load_stamp`]).
+#[inline]
+pub fn store_stamp(addr: usize, stamp: u32) {
+    // Relaxed: the caller holds the slot; the push that puts it back on a
+    // list publishes it.
+    #[cfg(not(feature = "valgrind"))]
+    link_cell(addr + 4).store(stamp, Ordering::Relaxed);
+    #[cfg(feature = "valgrind")]
+    super::valgrind::quiet(|| link_cell(addr + 4).store(stamp, Ordering::Relaxed));
+}
