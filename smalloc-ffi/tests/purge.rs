@@ -149,78 +149,55 @@ int main(void) {
 "#;
 
 /// A program with one thread that frees a peak of small blocks on its hot
-/// path (onto its private lists), then only allocates another size, which
-/// it keeps: its refills sweep, and the region of the freed size is reset.
-/// After [`STATUS_C`].
-const SINGLE_REFILLS: &str = r#"
-int main(void) {
-    enum { N = 20000, SIZE = 3000, STEPS = 100, PER_STEP = 500, SMALL = 100 };
+/// path (onto its private lists), then allocates another size, which it
+/// keeps: its refills sweep. With `used` above 0 it also takes and frees
+/// that many blocks of the freed size at each step, so their list is never
+/// quiet and only its idle slots can go back; with 0 the region of the
+/// freed size is reset. After [`STATUS_C`].
+fn single_refills(used: usize) -> String {
+    format!(
+        r#"
+int main(void) {{
+    enum {{ N = 20000, SIZE = 3000, STEPS = 100, PER_STEP = 500, SMALL = 100, USED = {used} }};
     static char *p[N], *q[STEPS * PER_STEP];
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N; i++) {{
         p[i] = malloc(SIZE);
         memset(p[i], 1, SIZE);
-    }
+    }}
     long peak = status("VmRSS:");
     for (int i = 0; i < N; i++) free(p[i]);
     long after = peak;
-    for (int s = 0; s < STEPS && after * 2 >= peak; s++) {
+    for (int s = 0; s < STEPS && after * 2 >= peak; s++) {{
         usleep(10000);
-        for (int i = 0; i < PER_STEP; i++) {
-            q[s * PER_STEP + i] = malloc(SMALL);
-            memset(q[s * PER_STEP + i], 2, SMALL);
-        }
-        after = status("VmRSS:");
-    }
-    long threads = status("Threads:");
-    printf("peak %ld after %ld threads %ld\n", peak, after, threads);
-    return !(threads == 1 && after * 2 < peak);
-}
-"#;
-
-/// A program with one thread that frees a peak of small blocks and keeps
-/// using a few blocks of that size (so their list is never quiet), while
-/// its refills of another size sweep: the slots that stay on the list
-/// from one sweep to the next go back. After [`STATUS_C`].
-const SINGLE_IN_USE: &str = r#"
-int main(void) {
-    enum { N = 20000, SIZE = 3000, STEPS = 100, PER_STEP = 500, SMALL = 100, USED = 8 };
-    static char *p[N], *q[STEPS * PER_STEP];
-    for (int i = 0; i < N; i++) {
-        p[i] = malloc(SIZE);
-        memset(p[i], 1, SIZE);
-    }
-    long peak = status("VmRSS:");
-    for (int i = 0; i < N; i++) free(p[i]);
-    long after = peak;
-    for (int s = 0; s < STEPS && after * 2 >= peak; s++) {
-        usleep(10000);
-        for (int i = 0; i < USED; i++) {
+        for (int i = 0; i < USED; i++) {{
             p[i] = malloc(SIZE);
             memset(p[i], 3, SIZE);
-        }
+        }}
         for (int i = 0; i < USED; i++) free(p[i]);
-        for (int i = 0; i < PER_STEP; i++) {
+        for (int i = 0; i < PER_STEP; i++) {{
             q[s * PER_STEP + i] = malloc(SMALL);
             memset(q[s * PER_STEP + i], 2, SMALL);
-        }
+        }}
         after = status("VmRSS:");
-    }
+    }}
     long threads = status("Threads:");
     printf("peak %ld after %ld threads %ld\n", peak, after, threads);
     return !(threads == 1 && after * 2 < peak);
+}}
+"#
+    )
 }
-"#;
 
 #[test]
 fn a_program_with_one_thread_gives_back_idle_slots_of_a_size_it_keeps_using() {
-    let exe = one_thread_program("single-in-use", SINGLE_IN_USE);
+    let exe = one_thread_program("single-in-use", &single_refills(8));
     let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]
 fn a_program_with_one_thread_sweeps_on_its_refills() {
-    let exe = one_thread_program("single-refills", SINGLE_REFILLS);
+    let exe = one_thread_program("single-refills", &single_refills(0));
     let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
