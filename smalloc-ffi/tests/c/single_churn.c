@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { SLOTS = 8192, ROUNDS = 40, OPS = 20000 };
+enum { SLOTS = 8192 };
 
 struct block {
     unsigned char *p;
@@ -63,12 +63,13 @@ static void check_disjoint(void) {
     for (int i = 1; i < n; i++) CHECK(sorted[i - 1].p + sorted[i - 1].len <= sorted[i].p);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 40, ops = argc > 2 ? atoi(argv[2]) : 20000;
     unsigned tag = 1;
-    for (int round = 0; round < ROUNDS; round++) {
+    for (int round = 0; round < rounds; round++) {
         /* A phase: most ops in one size range, the rest anywhere. */
         size_t lo = (size_t)8 << (round % 12), hi = lo * 4;
-        for (int op = 0; op < OPS; op++) {
+        for (int op = 0; op < ops; op++) {
             struct block *b = &live[next_rand() % SLOTS];
             uint64_t what = next_rand() % 10;
             if (b->p && what < 4) {
