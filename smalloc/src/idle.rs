@@ -21,15 +21,23 @@ use crate::free_list::LinkCell;
 use crate::layout::{self, LARGE_SC, NUM_SCS, NUM_SLABS};
 use crate::spans::{self, Scratch};
 
-/// Per (slab, size class): the stamp generation of the last pass (bits
-/// 0-23), and how many sweeps the next pass waits (bits 24-27) and the
-/// level that set it (bits 28-31) after passes that found idle slots but
-/// no whole span (a fragmented pool, not worth a walk each sweep).
+/// Per (slab, size class): the stamp generation of the last pass
+/// ([`GENERATION`]), and how many sweeps the next pass waits (from
+/// [`WAIT_SHIFT`]) and the level that set it (from [`LEVEL_SHIFT`]) after
+/// passes that found idle slots but no whole span (a fragmented pool, not
+/// worth a walk each sweep).
 static STATE: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
     [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
 
 /// The longest wait: 2^6 - 1 sweeps (about 19 s at the default delay).
 const MAX_LEVEL: u32 = 6;
+
+/// In a [`STATE`] word: the generation (20 bits).
+const GENERATION: u32 = (1 << 20) - 1;
+/// In a [`STATE`] word: where the wait starts (6 bits, up to 63).
+const WAIT_SHIFT: u32 = 20;
+/// In a [`STATE`] word: where the level starts (3 bits, up to 6).
+const LEVEL_SHIFT: u32 = 26;
 
 /// Whether passes run for size class `sc` (slots of 8 bytes and more, which
 /// hold a stamp after the link).
@@ -43,11 +51,10 @@ pub fn waits(slab: usize, sc: u32) -> bool {
     let cell = cell(slab, sc);
     // Relaxed: ours under the sweep lock.
     let st = cell.load(Ordering::Relaxed);
-    let wait = (st >> 24) & 0xf;
-    if wait == 0 {
+    if (st >> WAIT_SHIFT) & 0x3f == 0 {
         return false;
     }
-    cell.store(st - (1 << 24), Ordering::Relaxed);
+    cell.store(st - (1 << WAIT_SHIFT), Ordering::Relaxed);
     true
 }
 
@@ -88,8 +95,8 @@ pub fn pass(slab_addr: usize, sc: u32, first: u32, tail: u32) -> Kept {
     let cell = cell(slab, sc);
     // Relaxed: ours under the sweep lock.
     let st = cell.load(Ordering::Relaxed);
-    let generation = st & 0xff_ffff;
-    let next = (generation + 1) & 0xff_ffff;
+    let generation = st & GENERATION;
+    let next = (generation + 1) & GENERATION;
     let geometry = if sc < LARGE_SC {
         spans::geometry(sc)
     } else {
@@ -156,16 +163,45 @@ pub fn pass(slab_addr: usize, sc: u32, first: u32, tail: u32) -> Kept {
     }
     // Idle slots but nothing whole: wait longer before the next walk.
     let level = if idle != 0 && whole == 0 {
-        ((st >> 28) + 1).min(MAX_LEVEL)
+        ((st >> LEVEL_SHIFT) + 1).min(MAX_LEVEL)
     } else {
         0
     };
     let wait = (1 << level) - 1;
-    cell.store(next | wait << 24 | level << 28, Ordering::Relaxed);
+    cell.store(
+        next | wait << WAIT_SHIFT | level << LEVEL_SHIFT,
+        Ordering::Relaxed,
+    );
     Kept {
         first,
         last,
         released: released + spans_released,
         spans_released,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_wait_counts_down_without_touching_the_generation_or_level() {
+        let (slab, sc) = (3, 9);
+        let st = 12345 | ((1 << MAX_LEVEL) - 1) << WAIT_SHIFT | MAX_LEVEL << LEVEL_SHIFT;
+        cell(slab, sc).store(st, Ordering::Relaxed);
+        for _ in 0..(1 << MAX_LEVEL) - 1 {
+            assert!(waits(slab, sc));
+        }
+        assert!(!waits(slab, sc));
+        let st = cell(slab, sc).load(Ordering::Relaxed);
+        assert_eq!((st & GENERATION, st >> LEVEL_SHIFT), (12345, MAX_LEVEL));
+    }
+
+    #[test]
+    fn a_stamp_depends_on_the_generation_and_the_slot() {
+        let slot = 0x7000_0000_1230;
+        assert_ne!(stamp(1, slot), stamp(2, slot));
+        assert_ne!(stamp(1, slot), stamp(1, slot + 16));
+        assert_ne!(stamp(0, slot), 0, "a zeroed slot never passes for idle");
     }
 }
