@@ -319,7 +319,7 @@ pub fn give_back(slab_addr: usize, sc: u32, first: u32, n: u32, tail: u32) -> Op
 /// those slots and keeps holding the rest), unmarking their slots: the
 /// resident bytes given back and the spans, `None` if the span map cannot
 /// be made. The caller holds the sweep lock.
-pub fn give_back_marked(
+pub(crate) fn give_back_marked(
     slab_addr: usize,
     sc: u32,
     g: Geometry,
@@ -374,7 +374,7 @@ pub fn give_back_marked(
 /// Links the slots marked in `bits` (of size class `sc`, in `region`, which
 /// the caller holds) into a chain in address order: its first link (0 if
 /// none), its last slot's address and its length; `each` sees every slot.
-pub fn relink_marked(
+pub(crate) fn relink_marked(
     region: usize,
     sc: u32,
     bits: &[u64],
@@ -423,14 +423,14 @@ fn all_set(bits: &[u64], from: usize, len: usize) -> bool {
 
 /// A sweep's bitmap of the free slots of one list: a fresh mapping,
 /// unmapped when dropped (a sweep never allocates).
-pub struct Scratch {
+pub(crate) struct Scratch {
     addr: *mut u8,
     words: usize,
 }
 
 impl Scratch {
     /// A zeroed bitmap of `words` words.
-    pub fn new(words: usize) -> Option<Scratch> {
+    pub(crate) fn new(words: usize) -> Option<Scratch> {
         Some(Scratch {
             addr: sys::map(0, words * 8, false)?,
             words,
@@ -439,7 +439,7 @@ impl Scratch {
 
     /// Its words.
     #[allow(clippy::mut_from_ref)]
-    pub fn words(&self) -> &mut [u64] {
+    pub(crate) fn words(&self) -> &mut [u64] {
         // SAFETY: a zeroed private mapping of `words` u64, ours alone, used
         // through this one slice.
         unsafe { core::slice::from_raw_parts_mut(self.addr.cast(), self.words) }
