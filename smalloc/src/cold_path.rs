@@ -26,7 +26,9 @@ use crate::free_list::{self, Pop};
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{commit, geometry, occupancy, ownership, private_list, purge, reservation, spans, sys};
+use crate::{
+    commit, geometry, occupancy, ownership, pressure, private_list, purge, reservation, spans, sys,
+};
 
 /// What the features may ask of the allocator: the heap profiler's slots.
 pub static CORE: Core = Core {
@@ -297,7 +299,14 @@ fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Slot> {
 /// never-used tail of `sc` into its fresh run and takes its first slot.
 fn owner_claim_step(slab_addr: usize, sc: u32) -> Option<Slot> {
     // A span a sweep gave back is as zero as the tail, and lower.
-    let (first, end) = spans::claim(slab_addr, sc).or_else(|| claim_tail(slab_addr, sc, true))?;
+    let (first, end) = match spans::claim(slab_addr, sc) {
+        Some((first, end)) => {
+            // Given-back pages, as new as the tail's.
+            pressure::claimed((end - first) as usize * layout::slot_size(sc));
+            (first, end)
+        }
+        None => claim_tail(slab_addr, sc, true)?,
+    };
     features::count(Event::NeverUsed, slab_addr);
     // Relaxed: only the owner touches the run.
     let run = tables(metadata::private_block(slab_addr)).fresh(sc);
@@ -338,6 +347,7 @@ fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
             .min(n);
         match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) if commit::commit(slab_addr, sc, layout::slots_end(sc, end)) => {
+                pressure::claimed_tail(shared(slab_addr, sc), sc, t, end);
                 return Some((t, end));
             }
             Ok(_) => {

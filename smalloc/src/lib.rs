@@ -22,6 +22,7 @@ pub mod layout;
 mod metadata;
 mod occupancy;
 pub mod ownership;
+mod pressure;
 pub mod private_list;
 mod purge;
 mod purger;

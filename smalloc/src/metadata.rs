@@ -152,7 +152,11 @@ pub struct SharedLine {
     pub remote_counts: [AtomicU64; 2],
     /// Bytes of the region, from its start, that are committed (`commit`).
     pub committed: AtomicU64,
-    _rest: [u64; 3],
+    /// The high-water tail: slots below it were handed out or claimed
+    /// since the region began or was last reset (`pressure`).
+    pub high: AtomicU32,
+    _pad: u32,
+    _rest: [u64; 2],
 }
 
 const _: () = assert!(size_of::<SharedLine>() == 64);

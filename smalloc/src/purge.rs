@@ -538,6 +538,8 @@ fn reset(slab_addr: usize, sc: u32, tail: u32, out: &mut Swept) -> bool {
     // SAFETY: every slot of the region below the tail is ours, and nothing
     // above it was ever handed out; page-aligned (regions are).
     unsafe { sys::release(sys::ptr_at(region), len) };
+    // Relaxed: a counter's bound only (`pressure`); claims wait for the tail.
+    line.high.store(0, Ordering::Relaxed);
     // Release: the pages were given back before anyone claims them anew.
     line.tail.store(0, Ordering::Release);
     out.released += resident;
@@ -562,6 +564,125 @@ pub fn release_slot(slot: usize, sc: u32) -> usize {
         PURGED_BYTES.fetch_add(resident as u64, Ordering::Relaxed);
     }
     resident
+}
+
+/// Gives back the resident pages past the first of freed large slots
+/// (below [`RELEASE_SC`], whose pages go back when freed), largest classes
+/// first, until about `budget` bytes: the caller's own private lists of
+/// large slots, and the shared lists, each taken whole and put back (the
+/// caller holds the lock). Returns the bytes given back. See
+/// [`pressure`](crate::pressure).
+pub fn release_large(budget: usize) -> usize {
+    let Some(base) = geometry::base() else {
+        return 0;
+    };
+    let owned = home_slab::owned();
+    let mine = is_owner(owned).then(|| home_slab::owned_slab(owned));
+    let used = occupancy::ever_used() | layout::RESERVED_SLABS;
+    let mut released = 0;
+    for sc in (LARGE_SC..RELEASE_SC).rev() {
+        if let Some(slab_addr) = mine {
+            let t = tables(metadata::private_block(slab_addr));
+            let head = t.large_head(sc);
+            // Relaxed: the owner's cells; we are their owner.
+            let first = head.load(Ordering::Relaxed);
+            let sig = u64::from(first) | u64::from(t.large_count(sc).load(Ordering::Relaxed)) << 32;
+            let slab = layout::slab_of(slab_addr);
+            if unchanged(&PRIVATE_AT_RELEASE, slab, sc, sig) {
+                release_chain(
+                    layout::region_addr(slab_addr, sc),
+                    sc,
+                    first,
+                    u32::MAX,
+                    budget,
+                    &mut released,
+                );
+            }
+        }
+        for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+            // Relaxed: a request to stop early, as in `sweep`.
+            if released >= budget || FORKING.load(Ordering::Relaxed) != 0 {
+                return released;
+            }
+            let slab_addr = layout::slab_addr(base, slab);
+            let line = shared(slab_addr, sc);
+            let seen = list_cell(&SEEN, slab, sc);
+            // Relaxed: a first look; `take_all` synchronizes. The tables
+            // are ours under the lock.
+            let w = line.flh.load(Ordering::Relaxed);
+            let quiet = w == seen.load(Ordering::Relaxed);
+            if w as u32 == 0
+                || quiet && list_cell(&STATE, slab, sc).load(Ordering::Relaxed) & SWEPT != 0
+                || !unchanged(&SHARED_AT_RELEASE, slab, sc, w)
+            {
+                continue;
+            }
+            let first = free_list::take_all(&line.flh);
+            if first == 0 {
+                continue;
+            }
+            // Relaxed: the tail hands out slot numbers only (see `claim_tail`).
+            let tail = line.tail.load(Ordering::Relaxed);
+            let region = layout::region_addr(slab_addr, sc);
+            let last = release_chain(region, sc, first, tail, budget, &mut released);
+            // SAFETY: the chain was on this list; we took it and hold it
+            // whole; `last` is its last slot.
+            let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+            // Relaxed: ours under the lock.
+            list_cell(&SHARED_AT_RELEASE, slab, sc).store(now, Ordering::Relaxed);
+            if quiet {
+                // Our take and push are not a use: the list stays quiet.
+                seen.store(now, Ordering::Relaxed);
+            }
+        }
+    }
+    released
+}
+
+/// Each (slab, size class)'s shared list's flh word, and the private list
+/// of large slots' head and count, as [`release_large`] last saw them: a
+/// list that changed since is in use, and keeps its pages.
+static SHARED_AT_RELEASE: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// See [`SHARED_AT_RELEASE`].
+static PRIVATE_AT_RELEASE: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// Records `sig` as what `table` saw of (slab, size class), and says
+/// whether it is what it saw the last time.
+fn unchanged(
+    table: &'static [[AtomicU64; NUM_SCS]; NUM_SLABS],
+    slab: usize,
+    sc: u32,
+    sig: u64,
+) -> bool {
+    // Relaxed: ours under the sweep lock.
+    list_cell(table, slab, sc).swap(sig, Ordering::Relaxed) == sig
+}
+
+/// Walks the chain of free large slots of size class `sc` from link
+/// `first` in `region` (at most `max` slots: a corrupted chain ends there),
+/// which the caller holds, giving back each slot's pages past the first
+/// while `released` is below `budget`. Returns the last slot's address.
+fn release_chain(
+    region: usize,
+    sc: u32,
+    first: u32,
+    max: u32,
+    budget: usize,
+    released: &mut usize,
+) -> usize {
+    let (mut n, mut last, mut link) = (0u32, 0, first);
+    while link != 0 && n < max {
+        last = layout::slot_of_link(region, link);
+        n += 1;
+        link = follow_link(last);
+        if *released < budget {
+            *released += release_slot(last, sc);
+        }
+    }
+    last
 }
 
 /// A sweep by the background thread (or, in a process without one, on a
