@@ -288,6 +288,17 @@ fn the_delay_comes_from_the_environment() {
     }
 }
 
+/// A fork child's raw thread: frees the blocks of the `Vec` boxed at `arg`
+/// (a failed check aborts the child, which its parent reports).
+extern "C" fn free_all(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `arg` is the box `fork_while_sweeps_run` leaked for us.
+    let blocks = unsafe { Box::from_raw(arg.cast::<Vec<(usize, usize, u64)>>()) };
+    for (p, size, tag) in *blocks {
+        free(p, size, tag);
+    }
+    std::ptr::null_mut()
+}
+
 #[test]
 fn fork_while_sweeps_run() {
     // Sweeps every millisecond while threads allocate and free in waves;
@@ -337,12 +348,17 @@ fn fork_while_sweeps_run() {
                         (alloc(size, i), size, i)
                     })
                     .collect();
-                let t = thread::spawn(move || {
-                    for (p, size, tag) in blocks {
-                        free(p, size, tag);
-                    }
-                });
-                t.join().unwrap();
+                // A raw thread: the parent's workers start and end std
+                // threads all the time, and std's own lock for that may be
+                // held at the fork (a deadlock in the child's
+                // `thread::spawn`, seen once in CI).
+                let arg = Box::into_raw(Box::new(blocks)).cast::<libc::c_void>();
+                let mut t: libc::pthread_t = 0;
+                // SAFETY: `free_all` takes the box back; default attributes.
+                let rc = unsafe { libc::pthread_create(&mut t, std::ptr::null(), free_all, arg) };
+                assert_eq!(rc, 0);
+                // SAFETY: `t` was created above and is joined once.
+                assert_eq!(unsafe { libc::pthread_join(t, std::ptr::null_mut()) }, 0);
             })
             .map_or(1, |()| 0);
             // SAFETY: ends the child without running the parent's handlers.
