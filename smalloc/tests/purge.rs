@@ -130,68 +130,105 @@ fn a_peak_freed_by_a_sleeping_owner_is_given_back_where_it_reached_a_cold_path()
     assert!(after <= peak / 10, "resident {after} of a peak of {peak}");
 }
 
+/// What threads racing the purge share: the addresses of live blocks,
+/// blocks one thread hands another to free, and the signal to stop.
+#[derive(Default)]
+struct Race {
+    live: Mutex<HashSet<usize>>,
+    handoff: Mutex<Vec<(usize, usize, u64)>>,
+    stop: AtomicBool,
+}
+
+impl Race {
+    fn running(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    /// A block of `size` bytes, whose address no live block has.
+    fn alloc(&self, size: usize, tag: u64) -> (usize, usize, u64) {
+        let p = alloc(size, tag);
+        assert!(
+            self.live.lock().unwrap().insert(p),
+            "{p:#x} handed out twice"
+        );
+        (p, size, tag)
+    }
+
+    /// Frees `b` here, or hands it to another thread to free.
+    fn free(&self, b: (usize, usize, u64), hand_over: bool) {
+        assert!(self.live.lock().unwrap().remove(&b.0));
+        if hand_over {
+            self.handoff.lock().unwrap().push(b);
+        } else {
+            free(b.0, b.1, b.2);
+        }
+    }
+
+    /// Frees what other threads handed over.
+    fn free_theirs(&self) {
+        for (p, size, tag) in std::mem::take(&mut *self.handoff.lock().unwrap()) {
+            free(p, size, tag);
+        }
+    }
+}
+
+/// Runs `worker` on 4 threads for 3 s and then until a snapshot shows
+/// `tested` (a loaded machine is slow to get there; 120 s at most), and
+/// returns the statistics once they have all ended.
+fn race(tested: fn(&stats::Snapshot) -> bool, worker: fn(u64, &Race)) -> stats::Snapshot {
+    let race = Arc::new(Race::default());
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let race = race.clone();
+            thread::spawn(move || worker(t, &race))
+        })
+        .collect();
+    let start = Instant::now();
+    while workers.iter().any(|w| !w.is_finished()) && start.elapsed() < Duration::from_secs(120) {
+        thread::sleep(Duration::from_millis(200));
+        if start.elapsed() >= Duration::from_secs(3) && tested(&stats::snapshot()) {
+            break;
+        }
+    }
+    race.stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    race.free_theirs();
+    stats::snapshot()
+}
+
 #[test]
 fn purges_racing_allocations_and_frees_never_touch_a_live_block() {
     // Sweeps every millisecond while threads allocate, fill, check and free
     // blocks of every kind (some freed by other threads), and a set of
     // live addresses catches a slot handed out twice.
     smalloc::set_purge_delay(Duration::from_millis(1));
-    let live = Arc::new(Mutex::new(HashSet::new()));
-    let handoff = Arc::new(Mutex::new(Vec::<(usize, usize, u64)>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|t| {
-            let (live, handoff, stop) = (live.clone(), handoff.clone(), stop.clone());
-            thread::spawn(move || {
-                let mut rng = Rng::new(100 + t);
-                let mut mine: Vec<(usize, usize, u64)> = Vec::new();
-                let mut tag = t << 40;
-                while !stop.load(Ordering::Relaxed) {
-                    // Waves: fill up, then drain, so regions empty and reset.
-                    let target = rng.range(0, 3000) as usize;
-                    while mine.len() < target {
-                        tag += 1;
-                        let size = rng.log_size(8, 512 << 10);
-                        let p = alloc(size, tag);
-                        assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
-                        mine.push((p, size, tag));
-                    }
-                    while mine.len() > target / 4 {
-                        let i = rng.below(mine.len() as u64) as usize;
-                        let b = mine.swap_remove(i);
-                        assert!(live.lock().unwrap().remove(&b.0));
-                        if rng.chance(1, 4) {
-                            handoff.lock().unwrap().push(b);
-                        } else {
-                            free(b.0, b.1, b.2);
-                        }
-                    }
-                    let theirs = std::mem::take(&mut *handoff.lock().unwrap());
-                    for (p, size, tag) in theirs {
-                        free(p, size, tag);
-                    }
-                }
-                for (p, size, tag) in mine {
-                    assert!(live.lock().unwrap().remove(&p));
-                    free(p, size, tag);
-                }
-            })
-        })
-        .collect();
-    thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
-    for (p, size, tag) in std::mem::take(&mut *handoff.lock().unwrap()) {
-        free(p, size, tag);
-    }
-    let s = stats::snapshot();
-    assert!(
-        // (The secure mode gives back no spans: docs/secure.md.)
-        s.purge_resets > 0 && (s.purge_spans > 0 || cfg!(feature = "secure")),
-        "the race was not tested: {s:?}"
-    );
+    // (The secure mode gives back no spans: docs/secure.md.)
+    let tested =
+        |s: &stats::Snapshot| s.purge_resets > 0 && (s.purge_spans > 0 || cfg!(feature = "secure"));
+    let s = race(tested, |t, race| {
+        let mut rng = Rng::new(100 + t);
+        let mut mine = Vec::new();
+        let mut tag = t << 40;
+        while race.running() {
+            // Waves: fill up, then drain, so regions empty and reset.
+            let target = rng.range(0, 3000) as usize;
+            while mine.len() < target {
+                tag += 1;
+                mine.push(race.alloc(rng.log_size(8, 512 << 10), tag));
+            }
+            while mine.len() > target / 4 {
+                let b = mine.swap_remove(rng.below(mine.len() as u64) as usize);
+                race.free(b, rng.chance(1, 4));
+            }
+            race.free_theirs();
+        }
+        for b in mine {
+            race.free(b, false);
+        }
+    });
+    assert!(tested(&s), "the race was not tested: {s:?}");
 }
 
 #[test]
@@ -564,61 +601,35 @@ fn releases_on_claims_racing_allocations_and_frees_never_touch_a_live_block() {
     // on, while others pop and push them. A set of live addresses catches a
     // slot handed out twice, the patterns a page given back under a block.
     smalloc::set_purge_delay(Duration::from_secs(3600));
-    let live = Arc::new(Mutex::new(HashSet::new()));
-    let handoff = Arc::new(Mutex::new(Vec::<(usize, usize, u64)>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|t| {
-            let (live, handoff, stop) = (live.clone(), handoff.clone(), stop.clone());
-            thread::spawn(move || {
-                let mut rng = Rng::new(300 + t);
-                let (mut large, mut kept) = (Vec::new(), Vec::new());
-                let mut tag = t << 40;
-                let mut kept_bytes = 0;
-                while !stop.load(Ordering::Relaxed) && kept_bytes < 96 << 20 {
+    let s = race(
+        |s| s.purged_bytes > 0,
+        |t, race| {
+            let mut rng = Rng::new(300 + t);
+            let (mut large, mut kept) = (Vec::new(), Vec::new());
+            let mut tag = t << 40;
+            let mut kept_bytes = 0;
+            while race.running() && kept_bytes < 96 << 20 {
+                tag += 1;
+                large.push(race.alloc(rng.log_size(64 << 10, 4 << 20), tag));
+                if large.len() > 6 {
+                    let b = large.swap_remove(rng.below(large.len() as u64) as usize);
+                    race.free(b, rng.chance(1, 3));
+                }
+                for _ in 0..64 {
                     tag += 1;
-                    let size = rng.log_size(64 << 10, 4 << 20);
-                    let p = alloc(size, tag);
-                    assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
-                    large.push((p, size, tag));
-                    if large.len() > 6 {
-                        let b = large.swap_remove(rng.below(large.len() as u64) as usize);
-                        assert!(live.lock().unwrap().remove(&b.0));
-                        if rng.chance(1, 3) {
-                            handoff.lock().unwrap().push(b);
-                        } else {
-                            free(b.0, b.1, b.2);
-                        }
-                    }
-                    for _ in 0..64 {
-                        tag += 1;
-                        let size = rng.log_size(16, 4096);
-                        kept.push((alloc(size, tag), size, tag));
-                        kept_bytes += size;
-                    }
-                    let theirs = std::mem::take(&mut *handoff.lock().unwrap());
-                    for (p, size, tag) in theirs {
-                        free(p, size, tag);
-                    }
+                    let size = rng.log_size(16, 4096);
+                    kept.push((alloc(size, tag), size, tag));
+                    kept_bytes += size;
                 }
-                for (p, size, tag) in large {
-                    assert!(live.lock().unwrap().remove(&p));
-                    free(p, size, tag);
-                }
-                for (p, size, tag) in kept {
-                    free(p, size, tag);
-                }
-            })
-        })
-        .collect();
-    thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
-    for (p, size, tag) in std::mem::take(&mut *handoff.lock().unwrap()) {
-        free(p, size, tag);
-    }
-    let s = stats::snapshot();
+                race.free_theirs();
+            }
+            for b in large {
+                race.free(b, false);
+            }
+            for (p, size, tag) in kept {
+                free(p, size, tag);
+            }
+        },
+    );
     assert!(s.purged_bytes > 0, "the race was not tested: {s:?}");
 }
