@@ -586,17 +586,12 @@ pub fn release_large(budget: usize) -> usize {
             let head = t.large_head(sc);
             // Relaxed: the owner's cells; we are their owner.
             let first = head.load(Ordering::Relaxed);
-            let sig = u64::from(first) | u64::from(t.large_count(sc).load(Ordering::Relaxed)) << 32;
+            let count = t.large_count(sc).load(Ordering::Relaxed);
+            let sig = u64::from(first) | u64::from(count) << 32;
             let slab = layout::slab_of(slab_addr);
             if unchanged(&PRIVATE_AT_RELEASE, slab, sc, sig) {
-                release_chain(
-                    layout::region_addr(slab_addr, sc),
-                    sc,
-                    first,
-                    u32::MAX,
-                    budget,
-                    &mut released,
-                );
+                let region = layout::region_addr(slab_addr, sc);
+                release_chain(region, sc, first, count, budget, &mut released);
             }
         }
         for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
