@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use devutils::{Rng, check, fill};
+use devutils::{Rng, check, fill, is_zero};
 use smalloc::Smalloc;
 use smalloc::stats;
 
@@ -255,8 +255,7 @@ fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
     // SAFETY: non-zero layouts; the blocks are freed below.
     let (z, p) = unsafe { (A.alloc_zeroed(l), A.alloc(l)) };
     // SAFETY: `z` holds SIZE bytes.
-    let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
-    assert!(zeroed.iter().all(|&b| b == 0));
+    assert!(unsafe { is_zero(z, SIZE) });
     assert!(blocks.contains(&(z as usize)) && blocks.contains(&(p as usize)));
     // SAFETY: both are ours.
     unsafe {
@@ -447,8 +446,7 @@ fn a_trimmed_slot_reads_zero_through_alloc_zeroed_however_much_was_touched_since
     let z = unsafe { A.alloc_zeroed(l) };
     assert_eq!(z as usize, p);
     // SAFETY: `z` holds SIZE bytes.
-    let zeroed = unsafe { std::slice::from_raw_parts(z, SIZE) };
-    assert!(zeroed.iter().all(|&b| b == 0));
+    assert!(unsafe { is_zero(z, SIZE) });
     // SAFETY: ours.
     unsafe { A.dealloc(z, l) };
     free(keep, SIZE, 1);
@@ -511,8 +509,7 @@ fn pages_of_freed_small_slots_between_live_ones_go_back_and_come_back_zeroed() {
             // SAFETY: a non-zero layout; freed below.
             let z = unsafe { A.alloc_zeroed(l) };
             // SAFETY: `z` holds SIZE bytes.
-            let zero = unsafe { std::slice::from_raw_parts(z, SIZE) };
-            assert!(zero.iter().all(|&b| b == 0), "{z:p} not zeroed");
+            assert!(unsafe { is_zero(z, SIZE) }, "{z:p} not zeroed");
             assert!(live.insert(z as usize), "{z:p} handed out twice");
             // SAFETY: ours.
             unsafe { fill(z, SIZE, z as u64) };
@@ -577,8 +574,7 @@ fn new_small_memory_takes_the_place_of_freed_large_slots() {
         let p = unsafe { A.alloc_zeroed(layout(BIG)) };
         assert!(!p.is_null());
         // SAFETY: `p` holds BIG bytes.
-        let s = unsafe { std::slice::from_raw_parts(p, BIG) };
-        assert!(s.iter().all(|&b| b == 0), "a reused slot not zeroed");
+        assert!(unsafe { is_zero(p, BIG) }, "a reused slot not zeroed");
         // SAFETY: allocated above with this layout.
         unsafe { A.dealloc(p, layout(BIG)) };
     }
