@@ -7,7 +7,7 @@
 #
 # Environment (all optional):
 #   PROGRAMS   programs to run (default: larson xmalloc-test cache-thrash cache-scratch mstress
-#              kv kv100; kv100 is kv with 100-byte values)
+#              kv kv100 heapread; kv100 is kv with 100-byte values)
 #   ALLOCS     allocators (default: glibc smalloc jemalloc mimalloc tcmalloc;
 #              also NAME=path/to/lib.so: any library of your own)
 #   THREADS    thread counts (default: "2 8")
@@ -19,7 +19,7 @@
 #   OUT        where binaries, logs and raw results go (default: $CARGO_TARGET_DIR/preload-bench)
 #   BIN_DIR    take the programs (and measure) from here instead of compiling them
 #              (a machine without a C compiler: build them elsewhere)
-#   LARSON_ARGS, XMALLOC_ARGS, THRASH_ARGS, SCRATCH_ARGS, MSTRESS_ARGS, KV_ARGS
+#   LARSON_ARGS, XMALLOC_ARGS, THRASH_ARGS, SCRATCH_ARGS, MSTRESS_ARGS, KV_ARGS, HEAPREAD_ARGS
 #              extra arguments appended to that program's command line
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -29,7 +29,7 @@ case "$target" in /*) ;; *) target="$root/$target" ;; esac
 out="${OUT:-$target/preload-bench}"
 mkdir -p "$out/bin" "$out/logs"
 
-programs="${PROGRAMS:-larson xmalloc-test cache-thrash cache-scratch mstress kv kv100}"
+programs="${PROGRAMS:-larson xmalloc-test cache-thrash cache-scratch mstress kv kv100 heapread}"
 allocs="${ALLOCS:-glibc smalloc jemalloc mimalloc tcmalloc}"
 threads_list="${THREADS:-2 8}"
 runs="${RUNS:-5}"
@@ -67,6 +67,7 @@ args_of() {
         mstress) echo "-t $t -r 10 -n $(work 800000 $((10 * t))) ${MSTRESS_ARGS:-}" ;;
         kv) echo "-t $t -k $(work 40000 "$t") -n $(work 400000 "$t") -v 2048 ${KV_ARGS:-}" ;;
         kv100) echo "-t $t -k $(work 200000 "$t") -n $(work 2000000 "$t") -v 100 ${KV_ARGS:-}" ;;
+        heapread) echo "-t $t -n 32K -r $(work 40000000 "$t") ${HEAPREAD_ARGS:-}" ;;
         *) echo "run.sh: unknown program $p" >&2; exit 2 ;;
     esac
 }

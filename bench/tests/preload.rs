@@ -11,13 +11,14 @@ use std::process::Command;
 use devutils::target_dir;
 
 /// Each program with tiny parameters (threads are appended).
-const PROGRAMS: [(&str, &[&str]); 6] = [
+const PROGRAMS: [(&str, &[&str]); 7] = [
     ("larson", &["-c", "50", "-n", "2000", "-r", "2"]),
     ("xmalloc-test", &["-n", "5000"]),
     ("cache-thrash", &["-n", "2000", "-w", "10"]),
     ("cache-scratch", &["-n", "2000", "-w", "10"]),
     ("mstress", &["-r", "2", "-n", "2000", "-S", "256K"]),
     ("kv", &["-k", "500", "-n", "5000", "-v", "2048"]),
+    ("heapread", &["-n", "2000", "-r", "20000"]),
 ];
 
 fn preload_dir() -> PathBuf {
