@@ -11,7 +11,7 @@
 # `measure`, the Debian peers' libraries that are installed, and the
 # `bench` binary (stripped). `run` runs, each bounded by `timeout`, the
 # LD_PRELOAD programs (PROGRAMS, default larson xmalloc-test cache-scratch
-# mstress kv, at THREADS, default 16 32 64, RUNS 3 interleaved, through
+# mstress kv heapread, at THREADS, default 16 32 64, RUNS 3 interleaved, through
 # bench/preload/run.sh) and `bench --compare --threads BENCH_THREADS`
 # (default 16,64), writing each table to $OUT (default /tmp/many-cores).
 # Only the interleaved LD_PRELOAD runs compare smalloc with "before"
@@ -22,7 +22,7 @@ dir="${2:?usage: bench/many-cores.sh pack|run DIR [REV]}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
-programs="${PROGRAMS:-larson xmalloc-test cache-scratch mstress kv}"
+programs="${PROGRAMS:-larson xmalloc-test cache-scratch mstress kv heapread}"
 
 pack() {
     local rev="${1:-}" target="${CARGO_TARGET_DIR:-$root/target}" libdir
