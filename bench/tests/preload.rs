@@ -124,6 +124,47 @@ fn every_program_runs_under_smalloc_and_glibc() {
     }
 }
 
+/// `heapread -P` places the blocks itself (no malloc) and reads them back
+/// checked; a spacing too small for its classes is refused or reported.
+#[test]
+fn heapread_places_blocks_itself_with_a_spacing() {
+    if !have_cc() {
+        eprintln!("skipped: no C compiler (cc)");
+        return;
+    }
+    let dir = scratch("preload-heapread");
+    let exe = compile(&dir, "heapread");
+    for spacing in ["4M", "4G"] {
+        let out =
+            ok(Command::new(&exe).args(["-t", "3", "-n", "2000", "-r", "20000", "-P", spacing]));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.starts_with("heapread: threads=3 blocks=2000 reads=60000"),
+            "{stdout}"
+        );
+    }
+    let refused = Command::new(&exe)
+        .args(["-P", "512K"])
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2), "a spacing below 1M");
+    let refused = Command::new(&exe)
+        .args(["-P", "4M", "-S", "128K"])
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2), "blocks above 64K");
+    let full = Command::new(&exe)
+        .args(["-n", "64K", "-P", "1M", "-r", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(full.status.code(), Some(1), "a region that fills");
+    assert!(
+        String::from_utf8_lossy(&full.stderr).contains("region is full"),
+        "{}",
+        String::from_utf8_lossy(&full.stderr)
+    );
+}
+
 #[test]
 fn programs_reject_bad_arguments() {
     if !have_cc() {
