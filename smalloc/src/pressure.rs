@@ -1,17 +1,17 @@
 //! New memory touched while freed large slots stay resident: the thread
-//! that claims never-used small slots gives back about as many bytes of
-//! freed large slots first (their pages past the first, which holds the
-//! link; lists unchanged since the last such release only),
-//! so a program whose working set moves from some size classes to others
-//! (a parse of big buffers, then one of small nodes) does not keep both
-//! resident until the purge delay has passed. A program at a steady state
-//! reuses its freed slots and claims nothing, so nothing is given back
-//! under it. Why, measured: docs/decisions.md ("New memory against freed
-//! large slots").
+//! that claims never-used slots (of any class, above its region's
+//! high-water mark) gives back about as many bytes of freed large slots
+//! first (their pages past the first, which holds the link; lists unchanged
+//! since the last such release only), so a program whose working set moves
+//! from some size classes to others (a parse of big buffers, then one of
+//! small nodes or of buffers of another size) does not keep both resident
+//! until the purge delay has passed. A program at a steady state reuses its
+//! freed slots and claims nothing, so nothing is given back under it. Why,
+//! measured: docs/decisions.md ("New memory against freed large slots").
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::layout::{self, LARGE_SC};
+use crate::layout;
 use crate::metadata::SharedLine;
 use crate::purge;
 
@@ -28,12 +28,6 @@ pub const RELEASE_EVERY: usize = 1 << 20;
 /// was never touched, and counts once).
 #[inline]
 pub fn claimed_tail(line: &SharedLine, sc: u32, t: u32, end: u32) {
-    if sc >= LARGE_SC {
-        // A large slot is borrowed from freed ones of up to four times its
-        // size first; and releasing on its claims cost the large-block
-        // rows (docs/decisions.md).
-        return;
-    }
     // Relaxed: a counter's bound; the tail's claim decided.
     let high = line.high.fetch_max(end, Ordering::Relaxed);
     if end > high {

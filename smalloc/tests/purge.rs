@@ -533,24 +533,24 @@ const BIGS: u64 = 8;
 const SMALL: usize = 1000;
 
 /// Frees `BIGS` filled blocks of `BIG` bytes (4 MiB slots), then allocates
-/// about as many bytes of small blocks; returns (resident bytes of slots
-/// after the big frees, after the small blocks, the small blocks).
-fn big_then_small() -> (u64, u64, Vec<usize>) {
+/// about as many bytes of blocks of `size`; returns (resident bytes of
+/// slots after the big frees, after the new blocks, the new blocks).
+fn big_then(size: usize) -> (u64, u64, Vec<usize>) {
     let bigs: Vec<_> = (0..BIGS).map(|i| alloc(BIG, i)).collect();
     for (i, p) in bigs.into_iter().enumerate() {
         free(p, BIG, i as u64);
     }
     let before = stats::snapshot().resident_bytes;
-    let n = BIGS as usize * BIG / SMALL;
-    let smalls: Vec<_> = (0..n).map(|i| alloc(SMALL, 1000 + i as u64)).collect();
-    (before, stats::snapshot().resident_bytes, smalls)
+    let n = BIGS as usize * BIG / size;
+    let blocks: Vec<_> = (0..n).map(|i| alloc(size, 1000 + i as u64)).collect();
+    (before, stats::snapshot().resident_bytes, blocks)
 }
 
 #[test]
 fn new_small_memory_takes_the_place_of_freed_large_slots() {
     // A delay far longer than the test: only the claims give back.
     smalloc::set_purge_delay(Duration::from_secs(3600));
-    let (before, after, smalls) = big_then_small();
+    let (before, after, smalls) = big_then(SMALL);
     let bigs = BIGS * BIG as u64;
     assert!(before >= bigs, "the big blocks were not resident: {before}");
     // The small blocks' own bytes, and at most a quarter of the big ones
@@ -581,9 +581,33 @@ fn new_small_memory_takes_the_place_of_freed_large_slots() {
 }
 
 #[test]
+fn new_large_memory_takes_the_place_of_freed_larger_slots() {
+    // Blocks of 100 KiB (112 KiB slots) cannot borrow the freed 4 MiB
+    // slots (at most four times their size), so each is new memory.
+    const MID: usize = 100 << 10;
+    smalloc::set_purge_delay(Duration::from_secs(3600));
+    let (before, after, mids) = big_then(MID);
+    let bigs = BIGS * BIG as u64;
+    assert!(before >= bigs, "the big blocks were not resident: {before}");
+    assert!(
+        after <= before + bigs / 4,
+        "resident {after} after the new blocks, {before} before"
+    );
+    assert!(stats::snapshot().purged_bytes >= bigs / 2);
+    for (i, p) in mids.into_iter().enumerate() {
+        free(p, MID, 1000 + i as u64);
+    }
+    // The slots given back work again: filled and checked.
+    let again: Vec<_> = (0..BIGS).map(|i| alloc(BIG, 50 + i)).collect();
+    for (i, p) in again.into_iter().enumerate() {
+        free(p, BIG, 50 + i as u64);
+    }
+}
+
+#[test]
 fn a_delay_of_zero_gives_nothing_back_on_claims_either() {
     smalloc::set_purge_delay(Duration::ZERO);
-    let (before, after, _smalls) = big_then_small();
+    let (before, after, _smalls) = big_then(SMALL);
     let s = stats::snapshot();
     assert_eq!(s.purged_bytes, 0, "{s:?}");
     assert!(after >= before + BIGS * BIG as u64 / 2, "{after} {before}");
