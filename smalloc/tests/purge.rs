@@ -546,29 +546,36 @@ fn big_then(size: usize) -> (u64, u64, Vec<usize>) {
     (before, stats::snapshot().resident_bytes, blocks)
 }
 
-#[test]
-fn new_small_memory_takes_the_place_of_freed_large_slots() {
-    // A delay far longer than the test: only the claims give back.
+/// With a delay far longer than the test (only the claims give back),
+/// frees the big blocks, allocates about as many bytes of blocks of `size`
+/// and checks that they took the big slots' place; frees them.
+fn new_memory_takes_the_place_of_freed_big_slots(size: usize) {
     smalloc::set_purge_delay(Duration::from_secs(3600));
-    let (before, after, smalls) = big_then(SMALL);
+    let (before, after, blocks) = big_then(size);
     let bigs = BIGS * BIG as u64;
     assert!(before >= bigs, "the big blocks were not resident: {before}");
-    // The small blocks' own bytes, and at most a quarter of the big ones
+    // The new blocks' own bytes, and at most a quarter of the big ones
     // (their slots' first pages, and what the last claims left).
     assert!(
         after <= before + bigs / 4,
-        "resident {after} after the small blocks, {before} before"
+        "resident {after} after the new blocks, {before} before"
     );
     let s = stats::snapshot();
     assert!(s.purged_bytes >= bigs / 2, "{s:?}");
-    for (i, p) in smalls.into_iter().enumerate() {
-        free(p, SMALL, 1000 + i as u64);
+    for (i, p) in blocks.into_iter().enumerate() {
+        free(p, size, 1000 + i as u64);
     }
-    // The slots given back work again: filled, checked; and read zero.
+    // The slots given back work again: filled and checked.
     let again: Vec<_> = (0..BIGS).map(|i| alloc(BIG, 50 + i)).collect();
     for (i, p) in again.into_iter().enumerate() {
         free(p, BIG, 50 + i as u64);
     }
+}
+
+#[test]
+fn new_small_memory_takes_the_place_of_freed_large_slots() {
+    new_memory_takes_the_place_of_freed_big_slots(SMALL);
+    // And they read zero.
     for _ in 0..BIGS {
         // SAFETY: a non-zero layout.
         let p = unsafe { A.alloc_zeroed(layout(BIG)) };
@@ -584,24 +591,7 @@ fn new_small_memory_takes_the_place_of_freed_large_slots() {
 fn new_large_memory_takes_the_place_of_freed_larger_slots() {
     // Blocks of 100 KiB (112 KiB slots) cannot borrow the freed 4 MiB
     // slots (at most four times their size), so each is new memory.
-    const MID: usize = 100 << 10;
-    smalloc::set_purge_delay(Duration::from_secs(3600));
-    let (before, after, mids) = big_then(MID);
-    let bigs = BIGS * BIG as u64;
-    assert!(before >= bigs, "the big blocks were not resident: {before}");
-    assert!(
-        after <= before + bigs / 4,
-        "resident {after} after the new blocks, {before} before"
-    );
-    assert!(stats::snapshot().purged_bytes >= bigs / 2);
-    for (i, p) in mids.into_iter().enumerate() {
-        free(p, MID, 1000 + i as u64);
-    }
-    // The slots given back work again: filled and checked.
-    let again: Vec<_> = (0..BIGS).map(|i| alloc(BIG, 50 + i)).collect();
-    for (i, p) in again.into_iter().enumerate() {
-        free(p, BIG, 50 + i as u64);
-    }
+    new_memory_takes_the_place_of_freed_big_slots(100 << 10);
 }
 
 #[test]
