@@ -248,19 +248,22 @@ mod exit {
         if slab >= NUM_SLABS {
             return;
         }
-        // Stop using the private lists before anyone can claim them.
-        set_not_owner();
         // From the key's value, not the current word: the C library clears
         // every key of an ending thread, so with the pthread-key fallback
         // the current word may read 0 (never placed) here.
         let addr = layout::slab_addr(crate::geometry::base_raw(), slab);
+        if value & OWNS != 0 {
+            crate::purge::hand_over_at_end(addr);
+        }
+        // Stop using the private lists before anyone can claim them.
+        set_not_owner();
         thread_words::store::<{ thread_words::CURRENT }>(addr | NO_OWN);
         if value & OWNS != 0 {
             ownership::release(slab);
         }
         occupancy::left(slab);
-        // What the thread freed is now the sweeps' to give back.
-        crate::purger::wake();
+        // What the thread freed is now the sweeps' to give back, soon.
+        crate::purger::thread_ended();
     }
 }
 

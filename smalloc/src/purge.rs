@@ -18,7 +18,9 @@
 //! touched by their slab's owner: an owner hands its private lists and its
 //! fresh runs to the shared lists on its first cold path after each sweep
 //! ([`owner_tick`]); a sweep does it for the slabs nobody owns (threads
-//! that ended) under a claim. Whoever runs sweeps: the background thread
+//! that ended) under a claim. A thread hands what it can over at its end
+//! ([`hand_over_at_end`]), and its end brings a sweep of its slab forward
+//! ([`ended_sweep`]). Whoever runs sweeps: the background thread
 //! ([`purger`](crate::purger)) every delay while there is something to
 //! sweep (in a process where one thread ever allocated: that thread's cold
 //! frees and refills, once a delay has passed), and [`trim`](crate::trim).
@@ -216,35 +218,101 @@ pub fn flush(slab_addr: usize, fresh: bool) {
     }
 }
 
+/// Slabs whose owner ended since the last sweep of them
+/// ([`ended_sweep`]), one bit each.
+static ENDED_SLABS: AtomicUsize = AtomicUsize::new(0);
+
+/// Each (slab, size class)'s shared list's flh word when the slab's owner
+/// ended with slots on its private list (after it handed them over where
+/// it could): a list that still reads it is untouched since.
+static HANDED: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// At the end of the thread that owns the slab at `slab_addr`: each of its
+/// private lists goes to its shared list where that takes one
+/// compare-and-swap (the shared list empty), so that a thread that takes
+/// the slab over before the next sweep does not keep them from it. The
+/// others wait for the sweep, which walks them (not the ending thread).
+pub fn hand_over_at_end(slab_addr: usize) {
+    if delay_ms() == 0 {
+        return;
+    }
+    let slab = layout::slab_of(slab_addr);
+    let t = tables(metadata::private_block(slab_addr));
+    for sc in MIN_SC..=MAX_SC {
+        let large = sc >= LARGE_SC;
+        let head = if large {
+            t.large_head(sc)
+        } else {
+            t.head(private_index(sc))
+        };
+        // Relaxed: the owner's cell.
+        if head.load(Ordering::Relaxed) == 0 {
+            // Nothing of it here, and its shared line not worth a miss.
+            continue;
+        }
+        if give_if_empty(slab_addr, sc, head) && large {
+            // Relaxed: the owner's cell.
+            t.large_count(sc).store(0, Ordering::Relaxed);
+        }
+        // Relaxed: a hint (a push meanwhile makes it one that never
+        // matches).
+        let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
+        list_cell(&HANDED, slab, sc).store(w, Ordering::Relaxed);
+    }
+    // Relaxed: a hint for the next sweep; the lists synchronize.
+    ENDED_SLABS.fetch_or(1 << slab, Ordering::Relaxed);
+}
+
+/// Empties the private list at `head` before its chain is pushed, so that
+/// a `fork` child that sees the push half done has lost the chain, not got
+/// it twice (the compiler fence keeps the order).
+fn clear(head: &AtomicU32) {
+    // Relaxed: the owner's cell.
+    head.store(0, Ordering::Relaxed);
+    core::sync::atomic::compiler_fence(Ordering::Release);
+}
+
 /// Moves the private list at `head` of (slab, size class), the caller's,
-/// onto the shared list whole: with one compare-and-swap when the shared
-/// list is empty, else after a walk to its last slot (what the owner freed
-/// since its last hand-over). Returns whether it held anything.
-fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
+/// onto the shared list whole if that list is empty (one compare-and-swap).
+/// Returns whether it did.
+fn give_if_empty(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
     // Relaxed: the owner's cell.
     let first = head.load(Ordering::Relaxed);
     if first == 0 {
         return false;
     }
     let flh = &shared(slab_addr, sc).flh;
-    // The list is emptied before its chain is pushed, so that a `fork`
-    // child that sees the push half done has lost the chain, not got it
-    // twice (the compiler fences keep the order).
-    let clear = || {
-        head.store(0, Ordering::Relaxed);
-        core::sync::atomic::compiler_fence(Ordering::Release);
-    };
     // Relaxed: the compare-and-swap decides.
     let w = flh.load(Ordering::Relaxed);
-    if w as u32 == 0 {
-        clear();
-        // SAFETY: the private chain is the owner's, of this region, and
-        // ends with link 0.
-        if unsafe { free_list::push_chain_if_empty(flh, w, first) } {
-            return true;
-        }
-        head.store(first, Ordering::Relaxed);
+    if w as u32 != 0 {
+        return false;
     }
+    clear(head);
+    // SAFETY: the private chain is the owner's, of this region, and ends
+    // with link 0.
+    if unsafe { free_list::push_chain_if_empty(flh, w, first) } {
+        return true;
+    }
+    // Relaxed: as above.
+    head.store(first, Ordering::Relaxed);
+    false
+}
+
+/// Moves the private list at `head` of (slab, size class), the caller's,
+/// onto the shared list whole: with one compare-and-swap when the shared
+/// list is empty, else after a walk to its last slot (what the owner freed
+/// since its last hand-over). Returns whether it held anything.
+fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
+    if give_if_empty(slab_addr, sc, head) {
+        return true;
+    }
+    // Relaxed: the owner's cell.
+    let first = head.load(Ordering::Relaxed);
+    if first == 0 {
+        return false;
+    }
+    let flh = &shared(slab_addr, sc).flh;
     // The walk reads links a corrupted one of which stops the secure mode:
     // with the chain still on the private list.
     let region = layout::region_addr(slab_addr, sc);
@@ -256,7 +324,7 @@ fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
         }
         last = layout::slot_of_link(region, next);
     }
-    clear();
+    clear(head);
     // SAFETY: the chain is the owner's; `last` is its last slot.
     unsafe { free_list::push(flh, &SlotLink::of(last), first) };
     true
@@ -346,6 +414,12 @@ pub struct Swept {
 /// `budget` resident bytes were given back. Safe while other threads
 /// allocate and free.
 pub fn sweep(force: bool, budget: usize) -> Swept {
+    sweep_slabs(force, budget, false)
+}
+
+/// [`sweep`] of every slab in use, or, with `ended_only`, of the slabs
+/// whose owner ended only ([`ended_sweep`]).
+fn sweep_slabs(force: bool, budget: usize, ended_only: bool) -> Swept {
     let mut out = Swept::default();
     let Some(base) = geometry::base() else {
         return out;
@@ -353,25 +427,37 @@ pub fn sweep(force: bool, budget: usize) -> Swept {
     let owned = home_slab::owned();
     let mine = is_owner(owned).then(|| layout::slab_of(home_slab::owned_slab(owned)));
     let used = occupancy::ever_used() | layout::RESERVED_SLABS;
+    // Relaxed: a hint; the lists synchronize.
+    let ended = if ended_only {
+        ENDED_SLABS.swap(0, Ordering::Relaxed)
+    } else {
+        0
+    };
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let slab_addr = layout::slab_addr(base, slab);
-        if mine == Some(slab) {
+        let bit = 1 << slab;
+        if mine == Some(slab) && !ended_only {
             // A trim's caller, and the one thread of a process without the
             // background thread, give up their fresh runs too (a region
             // the thread stopped using can then be reset); an owner's
             // sweep on a cold free beside the background thread does not.
             flush(slab_addr, force || !purger::runs());
-        } else if ownership::unowned() & (1 << slab) != 0 && ownership::claim(slab) {
+        } else if ownership::unowned() & bit != 0 && ownership::claim(slab) {
             flush(slab_addr, true);
             ownership::release(slab);
-            // What a thread that ended freed is idle: what the flush put on
-            // the lists counts as seen, so the next sweep can take it.
-            for sc in MIN_SC..=MAX_SC {
-                let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
-                // Relaxed: ours under the lock.
-                list_cell(&SEEN, slab, sc).store(w, Ordering::Relaxed);
+            if ended_only {
+                sweep_what_ended_left(slab_addr, slab, false, &mut out);
+            } else {
+                ended_is_seen(slab_addr, slab);
             }
+        } else if ended & bit != 0 {
+            // Taken over since its thread ended: its shared lists hold
+            // what that thread handed over at its end.
+            sweep_what_ended_left(slab_addr, slab, true, &mut out);
         }
+    }
+    if ended_only {
+        return out;
     }
     for sc in (MIN_SC..=MAX_SC).rev() {
         for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
@@ -395,19 +481,9 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     // under the lock.
     let w = line.flh.load(Ordering::Relaxed);
     let mut st = state.load(Ordering::Relaxed);
-    let mut backoff = (st & BACKOFF) >> 8;
     if w != seen.load(Ordering::Relaxed) {
-        seen.store(w, Ordering::Relaxed);
-        st &= !QUIET;
-        if w as u32 != 0 {
-            out.pending = true;
-            if st & SWEPT != 0 {
-                // Used again after a sweep gave its memory back.
-                backoff = (backoff + 1).min(MAX_BACKOFF);
-                st = (st & !(SWEPT | BACKOFF)) | backoff << 8;
-            }
-        }
-        state.store(st, Ordering::Relaxed);
+        st = note_change(slab, sc, w);
+        out.pending |= w as u32 != 0;
         if !force {
             if w as u32 != 0 && idle_passes() && idle::applies(sc) && !idle::waits(slab, sc) {
                 idle_pass(slab_addr, sc, seen, out);
@@ -418,6 +494,7 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     if w as u32 == 0 || st & SWEPT != 0 {
         return;
     }
+    let backoff = (st & BACKOFF) >> 8;
     let quiet = (st & QUIET) + 1;
     if !force && quiet < 1 << backoff {
         state.store((st & !QUIET) | quiet, Ordering::Relaxed);
@@ -478,6 +555,68 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     // Relaxed: ours under the lock.
     seen.store(now, Ordering::Relaxed);
     state.store(swept, Ordering::Relaxed);
+}
+
+/// What a thread that ended freed is idle: what its slab's shared lists
+/// hold counts as seen, so that this sweep can take it.
+fn ended_is_seen(slab_addr: usize, slab: usize) {
+    for sc in MIN_SC..=MAX_SC {
+        // Relaxed: a first look; the tables are ours under the lock.
+        let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
+        if w != list_cell(&SEEN, slab, sc).load(Ordering::Relaxed) {
+            note_change(slab, sc, w);
+        }
+    }
+}
+
+/// In a sweep of the slabs whose owner ended: each shared list that changed
+/// since the last sweep (what the thread freed) counts as seen, and goes
+/// back now unless it was used again after an earlier sweep gave its
+/// memory back (a program that replaces its threads keeps it: the later
+/// sweeps decide, by its backoff). Lists that did not change wait for the
+/// sweeps every delay: a sweep per thread's end must not count as quiet
+/// time. In a slab another thread `taken_over`, only the lists untouched
+/// since the ended thread handed them over: the new owner takes its
+/// shared lists whole when it needs them, and would find one the sweep
+/// holds empty and take new memory instead.
+fn sweep_what_ended_left(slab_addr: usize, slab: usize, taken_over: bool, out: &mut Swept) {
+    for sc in (MIN_SC..=MAX_SC).rev() {
+        // Relaxed: a request to stop early, as in `sweep`.
+        if FORKING.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        // Relaxed: a first look; the tables are ours under the lock (and
+        // `HANDED` a hint).
+        let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
+        if w == list_cell(&SEEN, slab, sc).load(Ordering::Relaxed)
+            || taken_over && w != list_cell(&HANDED, slab, sc).load(Ordering::Relaxed)
+        {
+            continue;
+        }
+        if note_change(slab, sc, w) & BACKOFF == 0 {
+            sweep_list(slab_addr, slab, sc, false, out);
+        } else {
+            out.pending = true;
+        }
+    }
+}
+
+/// Notes that the shared list of (slab, size class) reads `w`, not what the
+/// last sweep saw: its quiet count starts again, and a list used again
+/// after a sweep gave its memory back waits twice as long for the next.
+/// Returns the list's state word (the caller holds the lock).
+fn note_change(slab: usize, sc: u32, w: u64) -> u32 {
+    let (seen, state) = (list_cell(&SEEN, slab, sc), list_cell(&STATE, slab, sc));
+    // Relaxed: ours under the lock.
+    seen.store(w, Ordering::Relaxed);
+    let mut st = state.load(Ordering::Relaxed) & !QUIET;
+    if w as u32 != 0 && st & SWEPT != 0 {
+        let backoff = (((st & BACKOFF) >> 8) + 1).min(MAX_BACKOFF);
+        st = (st & !(SWEPT | BACKOFF)) | backoff << 8;
+    }
+    // Relaxed: as above.
+    state.store(st, Ordering::Relaxed);
+    st
 }
 
 /// Whether sweeps of lists in use give back their idle slots
@@ -695,6 +834,16 @@ pub fn background_sweep() -> Swept {
     // Relaxed: see `owner_tick`.
     EPOCH.fetch_add(1, Ordering::Relaxed);
     out
+}
+
+/// A sweep of the slabs whose owner ended, by the background thread soon
+/// after a thread's end: what the thread freed goes back without waiting a
+/// whole delay. Skipped while another sweep runs.
+pub fn ended_sweep() {
+    if try_lock() {
+        sweep_slabs(false, usize::MAX, true);
+        unlock();
+    }
 }
 
 /// In a `fork` child: the parent's sweep lock was taken by the forking

@@ -3,7 +3,9 @@
 //! something to give back (a free onto a shared list, a thread's end) once
 //! a second thread has allocated, it sleeps a purge delay, sweeps, and
 //! repeats while lists change; when a sweep finds nothing new it waits
-//! until a cold path wakes it (or a second passes). A process in which one
+//! until a cold path wakes it (or a second passes). A thread's end cuts
+//! the wait short: the slabs whose owner ended are swept [`ENDED_DELAY_MS`]
+//! later ([`purge::ended_sweep`]). A process in which one
 //! thread ever allocated has none (a second thread would make
 //! `unshare(CLONE_NEWUSER)` fail and Python warn at `os.fork()`): it sweeps
 //! on its own cold frees and refills ([`purge::cold_tick_freed`],
@@ -30,6 +32,9 @@ const RUNNING: u32 = 2;
 const FAILED: u32 = 3;
 /// With [`RUNNING`]: the thread waits for a wake (the word is its futex).
 const WAITING: u32 = 4;
+/// With [`RUNNING`]: a thread ended since the last sweep of the slabs
+/// whose owner ended.
+const ENDED: u32 = 8;
 
 /// The thread's state: one word, so that a cold free reads one line.
 static STATE: AtomicU32 = AtomicU32::new(NONE);
@@ -37,11 +42,17 @@ static STATE: AtomicU32 = AtomicU32::new(NONE);
 /// How long the thread waits when a sweep found nothing new, unless woken.
 const IDLE_WAIT_MS: u32 = 1000;
 
+/// How long after a thread's end its slab is swept (at most the purge
+/// delay): time for a program that replaces its threads to take the slab
+/// up again. Measured: docs/decisions.md ("Slabs of threads that
+/// ended").
+const ENDED_DELAY_MS: u32 = 10;
+
 /// Whether the purging thread runs and does not wait (one load).
 #[inline(always)]
 pub fn runs() -> bool {
     // Relaxed: a hint.
-    STATE.load(Ordering::Relaxed) == RUNNING
+    STATE.load(Ordering::Relaxed) & !ENDED == RUNNING
 }
 
 /// Wakes the purging thread if it waits, or starts it if purging is on, it
@@ -58,10 +69,10 @@ pub fn wake() -> bool {
 #[cold]
 #[inline(never)]
 fn wake_slow(s: u32) -> bool {
-    if s == RUNNING | WAITING {
+    if s & !ENDED == RUNNING | WAITING {
         // Relaxed: the futex word itself is the synchronization.
         if STATE
-            .compare_exchange(s, RUNNING, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(s, s & !WAITING, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
             futex_wake(&STATE);
@@ -72,7 +83,17 @@ fn wake_slow(s: u32) -> bool {
         start();
     }
     // Relaxed: as above.
-    STATE.load(Ordering::Relaxed) & !WAITING == RUNNING
+    STATE.load(Ordering::Relaxed) & !(WAITING | ENDED) == RUNNING
+}
+
+/// Called when a thread that allocated ends: the running thread sweeps the
+/// slabs whose owner ended soon ([`ENDED_DELAY_MS`]), not a whole delay
+/// later; otherwise as [`wake`]. Not on any allocation path.
+pub fn thread_ended() {
+    // Relaxed: the futex word itself is the synchronization.
+    if wake() && STATE.fetch_or(ENDED, Ordering::Relaxed) & ENDED == 0 {
+        futex_wake(&STATE);
+    }
 }
 
 /// Whether the `fork` handlers were registered.
@@ -121,42 +142,84 @@ fn start() {
 }
 
 /// The thread: sleep a delay, sweep; wait for a wake after a sweep that
-/// found nothing new.
+/// found nothing new. A thread's end, meanwhile, brings a sweep of the
+/// slabs whose owner ended forward.
 extern "C" fn run(_: *mut c_void) -> *mut c_void {
+    let (mut last, mut last_ended) = (sys::coarse_ms(), 0);
     loop {
         let delay = purge::delay_ms();
         if delay == 0 {
             idle_wait();
             continue;
         }
-        sleep_ms(delay);
+        let next = last + u64::from(delay);
+        if nap_until(next) {
+            // At most one such sweep a delay: a program that replaces its
+            // threads all the time gets no more sweeps than twice the usual.
+            let now = sys::coarse_ms();
+            let soon = now + u64::from(ENDED_DELAY_MS.min(delay));
+            let at = (last_ended + u64::from(delay)).min(next).max(soon);
+            sleep_ms((at - now) as u32);
+            // Relaxed: see `thread_ended`. An end from here on asks again.
+            STATE.fetch_and(!ENDED, Ordering::Relaxed);
+            purge::ended_sweep();
+            last_ended = sys::coarse_ms();
+            continue;
+        }
         if !purge::background_sweep().pending {
             idle_wait();
+        }
+        last = sys::coarse_ms();
+    }
+}
+
+/// Sleeps until `deadline` (coarse monotonic milliseconds), or until a
+/// thread ends; says whether one did.
+fn nap_until(deadline: u64) -> bool {
+    loop {
+        // Relaxed: see `thread_ended`.
+        let s = STATE.load(Ordering::Relaxed);
+        if s & ENDED != 0 {
+            return true;
+        }
+        let now = sys::coarse_ms();
+        if now >= deadline || futex_wait(s, deadline - now) {
+            return false;
         }
     }
 }
 
-/// Waits until woken, or [`IDLE_WAIT_MS`].
+/// Waits until woken, or [`IDLE_WAIT_MS`], or a thread ends.
 fn idle_wait() {
-    // Relaxed: see `wake`. A wake between the store and the wait changes
-    // the word, and the wait returns at once.
-    STATE.store(RUNNING | WAITING, Ordering::Relaxed);
+    // Relaxed: see `wake`. A wake between this and the wait changes the
+    // word, and the wait returns at once.
+    let s = STATE.fetch_or(WAITING, Ordering::Relaxed) | WAITING;
+    if s & ENDED == 0 {
+        futex_wait(s, u64::from(IDLE_WAIT_MS));
+    }
+    // Relaxed: as above.
+    STATE.fetch_and(!WAITING, Ordering::Relaxed);
+}
+
+/// Waits on [`STATE`] while it reads `expected`, at most `ms` milliseconds;
+/// says whether the time ran out.
+fn futex_wait(expected: u32, ms: u64) -> bool {
     let ts = libc::timespec {
-        tv_sec: libc::time_t::from(IDLE_WAIT_MS / 1000),
-        tv_nsec: 0,
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
     };
     // SAFETY: a futex wait on a static word with a valid timeout; returns
-    // at once if the word no longer says waiting.
-    unsafe {
+    // at once if the word no longer reads `expected`.
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_futex,
             STATE.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            RUNNING | WAITING,
+            expected,
             &ts,
         )
     };
-    STATE.store(RUNNING, Ordering::Relaxed);
+    rc != 0 && sys::errno() == libc::ETIMEDOUT
 }
 
 /// Wakes the thread waiting on `word`.
