@@ -164,10 +164,13 @@ fn alloc_first(sc: u32, req: Request) -> Slot {
 }
 
 /// A thread that owns no slab (but may) claims one that nobody owns, its
-/// current slab first. Returns the new owned slab's address.
+/// current slab first. Returns the new owned slab's address. While the
+/// thread lives alone on its current slab, a claim of it is a sweep's or a
+/// trim's, held for a moment: the thread stays on that slab's shared lists
+/// and claims it on a later cold path, rather than taking up another slab.
 fn claim_any(base: usize, current: usize) -> Option<usize> {
     let unowned = ownership::unowned();
-    if unowned == 0 {
+    if unowned == 0 || unowned & (1 << current) == 0 && occupancy::alone(current) {
         return None;
     }
     let first = if unowned & (1 << current) != 0 {
@@ -647,7 +650,7 @@ fn failover(base: usize, slab: usize, sc: u32) -> Slot {
                     if want != sc {
                         features::count(Event::FailoverLarger, addr);
                     }
-                    if owned_slab.is_none() && s != slab {
+                    if owned_slab.is_none() && s != slab && !stays_home(slab) {
                         home_slab::move_to(base, s);
                     }
                     return got;
@@ -664,6 +667,14 @@ fn failover(base: usize, slab: usize, sc: u32) -> Slot {
         first = slab;
     }
     Slot::NONE
+}
+
+/// Whether a thread without a slab of its own that failed over from `slab`
+/// stays there: one that may own it and lives there alone (what it
+/// collided with, or what filled the region, was no other thread living
+/// there; it claims the slab once free, as an owner keeps its slab).
+fn stays_home(slab: usize) -> bool {
+    home_slab::may_own(home_slab::current()) && occupancy::alone(slab)
 }
 
 /// [`hot_path::dealloc`](crate::hot_path::dealloc) of a slot that is not a small

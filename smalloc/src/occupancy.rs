@@ -89,6 +89,14 @@ pub fn shared(slab: usize) -> bool {
     live(slab).load(Ordering::Relaxed) > 1
 }
 
+/// Whether the calling thread, counted on `slab`, is the only live thread
+/// there.
+#[inline]
+pub fn alone(slab: usize) -> bool {
+    // Relaxed: a hint.
+    live(slab).load(Ordering::Relaxed) == 1
+}
+
 /// The count of `slab` (a slab number; reduced modulo the slab count so
 /// that no bounds check, and no panic, is on any allocation path).
 #[inline]
@@ -148,17 +156,25 @@ mod tests {
         }
     }
 
+    /// The calling thread's home slab after an allocation (a block may
+    /// come from another slab: a sweep resetting the home slab's region
+    /// makes claims there fail over for a moment).
+    fn home_after_alloc() -> usize {
+        alloc_here();
+        slab_of(crate::home_slab::slab_addr(crate::home_slab::current()))
+    }
+
     #[test]
     fn finished_threads_free_their_slab_for_the_next_thread() {
-        let main_slab = slab_of(alloc_here());
+        let main_slab = home_after_alloc();
         assert_eq!(main_slab, 0, "the first thread takes slab 0");
-        let first = thread::spawn(|| slab_of(alloc_here())).join().unwrap();
+        let first = thread::spawn(home_after_alloc).join().unwrap();
         assert_eq!(first, 1, "slab 0 is occupied by the main thread");
         // The thread has ended: its slab is free again (its key destructor
         // ran before join returned).
         assert_eq!(live_threads()[1], 0);
         let again: Vec<usize> = (0..20)
-            .map(|_| thread::spawn(|| slab_of(alloc_here())).join().unwrap())
+            .map(|_| thread::spawn(home_after_alloc).join().unwrap())
             .collect();
         assert!(again.iter().all(|&s| s == 1), "{again:?}");
         // Threads alive at the same time spread over distinct slabs.
@@ -167,7 +183,7 @@ mod tests {
             .map(|_| {
                 let b = barrier.clone();
                 thread::spawn(move || {
-                    let s = slab_of(alloc_here());
+                    let s = home_after_alloc();
                     b.wait();
                     s
                 })
@@ -176,5 +192,30 @@ mod tests {
         let mut slabs: Vec<usize> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         slabs.sort();
         assert_eq!(slabs, [1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_new_thread_waits_out_a_sweeps_claim_of_its_slab() {
+        use crate::home_slab::{is_owner, owned};
+        use std::sync::mpsc::channel;
+        // No sweep of ours: the test holds the claim a sweep would.
+        crate::purge::set_delay_ms(0);
+        assert_eq!(home_after_alloc(), 0);
+        assert!(crate::ownership::claim(1), "nobody owns slab 1 yet");
+        let (placed_tx, placed_rx) = channel();
+        let (released_tx, released_rx) = channel::<()>();
+        let h = thread::spawn(move || {
+            let during = (home_after_alloc(), is_owner(owned()));
+            placed_tx.send(()).unwrap();
+            released_rx.recv().unwrap();
+            (during, (home_after_alloc(), is_owner(owned())))
+        });
+        placed_rx.recv().unwrap();
+        crate::ownership::release(1);
+        released_tx.send(()).unwrap();
+        let (during, after) = h.join().unwrap();
+        assert_eq!(during, (1, false), "on its slab's shared lists meanwhile");
+        assert_eq!(after, (1, true), "the owner of its slab once it is free");
+        assert_eq!(live_threads()[2], 0, "no other slab taken up");
     }
 }
