@@ -170,7 +170,7 @@ fn alloc_first(sc: u32, req: Request) -> Slot {
 /// and claims it on a later cold path, rather than taking up another slab.
 fn claim_any(base: usize, current: usize) -> Option<usize> {
     let unowned = ownership::unowned();
-    if unowned == 0 || unowned & (1 << current) == 0 && occupancy::alone(current) {
+    if unowned == 0 || unowned & (1 << current) == 0 && stays_home(current) {
         return None;
     }
     let first = if unowned & (1 << current) != 0 {
@@ -669,10 +669,10 @@ fn failover(base: usize, slab: usize, sc: u32) -> Slot {
     Slot::NONE
 }
 
-/// Whether a thread without a slab of its own that failed over from `slab`
-/// stays there: one that may own it and lives there alone (what it
-/// collided with, or what filled the region, was no other thread living
-/// there; it claims the slab once free, as an owner keeps its slab).
+/// Whether a thread without a slab of its own stays on `slab`, claimed or
+/// failed over from: one that may own it and lives there alone (the claim,
+/// the collision or the full region was a sweep's, not another thread
+/// living there; it claims the slab once free, as an owner keeps its slab).
 fn stays_home(slab: usize) -> bool {
     home_slab::may_own(home_slab::current()) && occupancy::alone(slab)
 }

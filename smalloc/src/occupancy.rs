@@ -197,11 +197,19 @@ mod tests {
     #[test]
     fn a_new_thread_waits_out_a_sweeps_claim_of_its_slab() {
         use crate::home_slab::{is_owner, owned};
+        use core::sync::atomic::Ordering::Relaxed;
         use std::sync::mpsc::channel;
-        // No sweep of ours: the test holds the claim a sweep would.
+        // No sweep of ours: the test holds the claim a sweep would, and
+        // makes slab 1's tail read "used up" as a sweep's reset does, so
+        // the thread's allocation there fails over to another slab.
         crate::purge::set_delay_ms(0);
         assert_eq!(home_after_alloc(), 0);
         assert!(crate::ownership::claim(1), "nobody owns slab 1 yet");
+        let sc = crate::layout::size_class(32, 8);
+        let slab1 = crate::layout::slab_addr(crate::geometry::base_raw(), 1);
+        let tail = &crate::metadata::shared(slab1, sc).tail;
+        assert_eq!(tail.load(Relaxed), 0, "slab 1 never used");
+        tail.store(crate::layout::num_slots(sc), Relaxed);
         let (placed_tx, placed_rx) = channel();
         let (released_tx, released_rx) = channel::<()>();
         let h = thread::spawn(move || {
@@ -211,6 +219,7 @@ mod tests {
             (during, (home_after_alloc(), is_owner(owned())))
         });
         placed_rx.recv().unwrap();
+        tail.store(0, Relaxed);
         crate::ownership::release(1);
         released_tx.send(()).unwrap();
         let (during, after) = h.join().unwrap();
