@@ -27,7 +27,8 @@ use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
 use crate::{
-    commit, geometry, occupancy, ownership, pressure, private_list, purge, reservation, spans, sys,
+    capped, commit, geometry, occupancy, ownership, pressure, private_list, purge, reservation,
+    spans, sys,
 };
 
 /// What the features may ask of the allocator: the heap profiler's slots.
@@ -267,10 +268,10 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Slot> {
     None
 }
 
-/// Bytes of freed large slots of one size class that an owner keeps on its
-/// private list (at least one slot), beyond which it frees them onto the
-/// shared list, where other threads can reuse them. Measured:
-/// docs/decisions.md ("Private lists of large slots").
+/// Bytes of freed large or capped slots of one size class that an owner
+/// keeps on its private list (at least one slot), beyond which it frees them
+/// onto the shared list, where other threads can reuse them and sweeps give
+/// them back. Measured: docs/decisions.md ("Private lists of large slots").
 pub const PRIVATE_LARGE_BYTES: usize = 512 << 10;
 
 /// Whether the owner of a slab keeps a freed large slot of size class `sc`
@@ -279,8 +280,7 @@ pub const PRIVATE_LARGE_BYTES: usize = 512 << 10;
 /// kernel on free.
 #[inline]
 fn keeps_large(sc: u32, count: u32) -> bool {
-    sc < purge::RELEASE_SC
-        && (count as usize) < (PRIVATE_LARGE_BYTES / layout::slot_size_nonzero(sc)).max(1)
+    sc < purge::RELEASE_SC && capped::under_cap(sc, count)
 }
 
 /// A slot of large size class `sc` from the private list of the slab at
@@ -703,7 +703,18 @@ pub unsafe fn dealloc(p: *mut u8) {
     if features::freed(addr, sc) {
         return;
     }
-    if layout::is_large(addr) {
+    if capped::applies(sc) {
+        let owned = home_slab::owned();
+        let slab_addr = layout::slab_addr_of(addr);
+        if is_owner(owned) && slab_addr == home_slab::owned_slab(owned) {
+            // SAFETY: the thread owns the slab; the caller owns the slot.
+            if unsafe { capped::owner_free(slab_addr, sc, addr, &cell) } {
+                purge::owner_tick(slab_addr);
+                purge::cold_tick_freed();
+                return;
+            }
+        }
+    } else if layout::is_large(addr) {
         let owned = home_slab::owned();
         if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {
             let block = metadata::private_block(layout::slab_addr_of(addr));

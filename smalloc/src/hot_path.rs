@@ -1,9 +1,10 @@
 //! Handing out and taking back slots: the hot paths.
 //!
 //! A thread that owns its slab allocates small slots (below 64 KiB) from,
-//! and frees the small slots of its slab to, the slab's private lists, with
-//! plain loads and stores. Everything else — a private list running dry, a
-//! thread that owns no slab, large slots, frees of other slabs' slots —
+//! and frees the small slots of its slab below 16 KiB to, the slab's
+//! private lists, with plain loads and stores. Everything else — a private
+//! list running dry, a thread that owns no slab, large slots, frees of
+//! capped slots ([`capped`](crate::capped)) and of other slabs' slots —
 //! goes to the cold paths ([`cold_path`](crate::cold_path)).
 
 use core::sync::atomic::Ordering;
@@ -147,8 +148,9 @@ pub unsafe fn dealloc(p: *mut u8) {
     }
 }
 
-/// The hot path of free: if the slot at `p` is a small slot of the slab the
-/// thread owns, puts it on its private list and returns true.
+/// The hot path of free: if the slot at `p` is a small slot below
+/// [`layout::CAPPED_SC`] of the slab the thread owns, puts it on its private
+/// list and returns true.
 ///
 /// # Safety
 /// `p` is null, not in the reservation, or the start of a slot handed out
@@ -164,7 +166,7 @@ pub unsafe fn free_owned(p: *mut u8) -> bool {
     // allocator's, null, or any address when the word is NOT_OWNER) is
     // off by far more than the small classes span.
     let index = sys::opaque(p.addr().wrapping_sub(block) >> layout::SC_SHIFT);
-    if index >= LARGE_SC as usize - 1 {
+    if index >= layout::CAPPED_SC as usize - 1 {
         return false;
     }
     // (Below 2^32, so the cast is exact.)

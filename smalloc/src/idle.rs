@@ -16,7 +16,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::features::config;
-use crate::features::links::{SlotLink, follow_link, load_stamp, store_stamp};
+use crate::features::links::{SlotLink, follow_link, second_word, set_second_word};
 use crate::free_list::LinkCell;
 use crate::layout::{self, LARGE_SC, NUM_SCS, NUM_SLABS};
 use crate::spans::{self, Scratch};
@@ -115,7 +115,7 @@ pub fn pass(slab_addr: usize, sc: u32, first: u32, tail: u32) -> Kept {
         let slot = layout::slot_of_link(region, link);
         // The take's Acquire ordered the pushes before us.
         link = follow_link(slot);
-        let was_idle = load_stamp(slot) == stamp(generation, slot);
+        let was_idle = second_word(slot) == stamp(generation, slot);
         if was_idle {
             idle += 1;
             if let Some(bits) = bits.as_deref_mut() {
@@ -128,7 +128,7 @@ pub fn pass(slab_addr: usize, sc: u32, first: u32, tail: u32) -> Kept {
                 released += crate::purge::release_slot(slot, sc);
             }
         }
-        store_stamp(slot, stamp(next, slot));
+        set_second_word(slot, stamp(next, slot));
         // SAFETY: the slot is free and this sweep holds it.
         unsafe { SlotLink::of(slot).store_link(0) };
         if busy_last == 0 {
@@ -147,7 +147,7 @@ pub fn pass(slab_addr: usize, sc: u32, first: u32, tail: u32) -> Kept {
             whole = given;
         }
         let (idle_first, idle_last, _) = spans::relink_marked(region, sc, bits, |slot| {
-            store_stamp(slot, stamp(next, slot))
+            set_second_word(slot, stamp(next, slot))
         });
         if idle_first != 0 {
             if busy_last == 0 {

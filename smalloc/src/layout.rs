@@ -102,6 +102,17 @@ pub const MAX_SLOT_NUM_BITS: u32 = 30;
 /// the hot path to the smaller ones.
 pub const LARGE_SC: u32 = class_of_mask((64 << 10) - 1);
 
+/// Smallest size class of the *capped* slots (16 KiB up to the large
+/// ones): an owner frees them on the cold path, onto its private list only
+/// while that holds less than a cap (`capped`). Not in the secure mode (the
+/// cap's count lies where its fill is). Measured: docs/decisions.md
+/// ("Capped private lists").
+pub const CAPPED_SC: u32 = if config::SECURE {
+    LARGE_SC
+} else {
+    class_of_mask((16 << 10) - 1)
+};
+
 /// Whether the slot at `addr` is large (of at least [`LARGE_SC`]).
 #[inline(always)]
 pub const fn is_large(addr: usize) -> bool {

@@ -7,6 +7,7 @@
 extern crate std;
 
 mod big;
+mod capped;
 mod cold_path;
 mod commit;
 mod features;

@@ -381,6 +381,42 @@ fn an_owner_keeps_freed_large_slots_up_to_its_cap_then_shares_them() {
     assert_eq!(hooks::list_usage(slab, sc).handed_out, handed_out);
 }
 
+/// 20 KiB slots: capped, below the large ones.
+const CAPPED: usize = 20_000;
+
+#[test]
+#[cfg_attr(miri, ignore = "Miri's regions hold too few 20 KiB slots")]
+fn an_owner_keeps_freed_capped_slots_up_to_its_cap_then_shares_them() {
+    free(alloc());
+    let slab = hooks::owned_slab().unwrap();
+    let sc = smalloc::layout::size_class(CAPPED, 8);
+    assert_eq!(smalloc::layout::slot_size(sc), 20 << 10);
+    let secure = cfg!(feature = "secure");
+    let cap = (hooks::PRIVATE_LARGE_BYTES / smalloc::layout::slot_size(sc)).max(1);
+    let shared_frees = || hooks::list_usage(slab, sc).shared_frees;
+    let blocks = alloc_filled_of(cap + 5, CAPPED);
+    let before = shared_frees();
+    check_and_free_of(blocks, CAPPED);
+    // The first `cap` frees stayed private, the rest went to the shared list
+    // (the secure mode caps nothing: every free stays private).
+    assert_eq!(shared_frees() - before, if secure { 0 } else { 5 });
+    // Ten taken from the private list and freed again: its length is read
+    // right after pops, so they fit under the cap again, and one more does
+    // not.
+    let again = alloc_filled_of(10, CAPPED);
+    check_and_free_of(again, CAPPED);
+    assert_eq!(shared_frees() - before, if secure { 0 } else { 5 });
+    let one = alloc_filled_of(cap + 6, CAPPED);
+    let handed_out = hooks::list_usage(slab, sc).handed_out;
+    check_and_free_of(one, CAPPED);
+    assert_eq!(shared_frees() - before, if secure { 0 } else { 11 });
+    // Every slot comes back, none twice, without touching new memory.
+    let all = alloc_filled_of(cap + 6, CAPPED);
+    assert_eq!(addrs(&all).len(), cap + 6);
+    assert_eq!(hooks::list_usage(slab, sc).handed_out, handed_out);
+    check_and_free_of(all, CAPPED);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "large slots do not exist under Miri's geometry")]
 fn private_large_slots_of_a_left_slab_are_reused_before_new_memory() {

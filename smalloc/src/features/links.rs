@@ -179,12 +179,12 @@ pub fn handed_out(addr: usize) {
     let _ = addr;
 }
 
-/// The idle stamp of the free slot at `addr` (of 8 bytes or more), which
-/// the caller holds: its second four bytes, where a sweep leaves a mark
-/// that a later sweep recognizes if nobody took the slot meanwhile (not in
-/// the secure mode, whose check word lies there).
+/// The second four bytes of the free slot at `addr` (of 8 bytes or more),
+/// which the caller holds: where a sweep leaves its idle stamp on a shared
+/// list's slots (`idle`) and an owner the depth of a capped private list's
+/// slots (`capped`); not in the secure mode, whose check word lies there.
 #[inline]
-pub fn load_stamp(addr: usize) -> u32 {
+pub fn second_word(addr: usize) -> u32 {
     // Relaxed: the caller holds the slot.
     #[cfg(not(feature = "valgrind"))]
     return link_cell(addr + 4).load(Ordering::Relaxed);
@@ -196,13 +196,13 @@ pub fn load_stamp(addr: usize) -> u32 {
     }))
 }
 
-/// Writes the idle stamp of the free slot at `addr` (see [`load_stamp`]).
+/// Writes the second word of the free slot at `addr` (see [`second_word`]).
 #[inline]
-pub fn store_stamp(addr: usize, stamp: u32) {
-    // Relaxed: the caller holds the slot; the push that puts it back on a
-    // list publishes it.
+pub fn set_second_word(addr: usize, word: u32) {
+    // Relaxed: the caller holds the slot; the push that puts it on a list
+    // publishes it.
     #[cfg(not(feature = "valgrind"))]
-    link_cell(addr + 4).store(stamp, Ordering::Relaxed);
+    link_cell(addr + 4).store(word, Ordering::Relaxed);
     #[cfg(feature = "valgrind")]
-    super::valgrind::quiet(|| link_cell(addr + 4).store(stamp, Ordering::Relaxed));
+    super::valgrind::quiet(|| link_cell(addr + 4).store(word, Ordering::Relaxed));
 }
