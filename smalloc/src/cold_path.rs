@@ -703,36 +703,66 @@ pub unsafe fn dealloc(p: *mut u8) {
     if features::freed(addr, sc) {
         return;
     }
-    if capped::applies(sc) {
-        let owned = home_slab::owned();
-        let slab_addr = layout::slab_addr_of(addr);
-        if is_owner(owned) && slab_addr == home_slab::owned_slab(owned) {
-            // SAFETY: the thread owns the slab; the caller owns the slot.
-            if unsafe { capped::owner_free(slab_addr, sc, addr, &cell) } {
-                purge::owner_tick(slab_addr);
-                purge::cold_tick_freed();
-                return;
-            }
+    // SAFETY: the caller owns the slot.
+    if !unsafe { owner_keeps(addr, sc, &cell) } {
+        // SAFETY: the caller owns the slot; it is on no list.
+        unsafe { dealloc_shared(addr, sc, cell) }
+    }
+}
+
+/// [`dealloc`] of a capped or large slot (below the release size) of the
+/// slab the thread owns: onto its private list while under the cap.
+/// Returns whether it did. Apart from the shared push, which saves
+/// registers this path does not need.
+///
+/// # Safety
+/// The caller owns the slot at `addr`, of size class `sc`, whose link
+/// `cell` is.
+#[inline(always)]
+unsafe fn owner_keeps(addr: usize, sc: u32, cell: &SlotLink) -> bool {
+    if sc < layout::CAPPED_SC {
+        return false;
+    }
+    let owned = home_slab::owned();
+    let slab_addr = layout::slab_addr_of(addr);
+    if !is_owner(owned) || slab_addr != home_slab::owned_slab(owned) {
+        return false;
+    }
+    let kept = if capped::applies(sc) {
+        // SAFETY: the thread owns the slab; the caller owns the slot.
+        unsafe { capped::owner_free(slab_addr, sc, addr, cell) }
+    } else {
+        let block = metadata::private_block(slab_addr);
+        let count = tables(block).large_count(sc);
+        // Relaxed: only the owner touches the count (see private_list).
+        let n = count.load(Ordering::Relaxed);
+        let keeps = keeps_large(sc, n);
+        if keeps {
+            // SAFETY: the caller owns the slot and the thread the slab; the
+            // slot belongs to this list's region.
+            unsafe {
+                private_list::push(tables(block).large_head(sc), cell, layout::link_of(addr))
+            };
+            count.store(n + 1, Ordering::Relaxed);
         }
-    } else if layout::is_large(addr) {
-        let owned = home_slab::owned();
-        if is_owner(owned) && layout::slab_addr_of(addr) == home_slab::owned_slab(owned) {
-            let block = metadata::private_block(layout::slab_addr_of(addr));
-            let count = tables(block).large_count(sc);
-            // Relaxed: only the owner touches the count (see private_list).
-            let n = count.load(Ordering::Relaxed);
-            if keeps_large(sc, n) {
-                // SAFETY: the caller owns the slot and the thread the slab;
-                // the slot belongs to this list's region.
-                unsafe {
-                    private_list::push(tables(block).large_head(sc), &cell, layout::link_of(addr))
-                };
-                count.store(n + 1, Ordering::Relaxed);
-                purge::owner_tick(layout::slab_addr_of(addr));
-                purge::cold_tick_freed();
-                return;
-            }
-        }
+        keeps
+    };
+    if kept {
+        purge::owner_tick(slab_addr);
+        purge::cold_tick_freed();
+    }
+    kept
+}
+
+/// [`dealloc`] onto the shared list of the slot's (slab, size class); from
+/// the release size on, after giving its pages but the first back.
+///
+/// # Safety
+/// The caller owns the slot at `addr`, of size class `sc`, whose link
+/// `cell` is; it is on no list.
+#[inline(never)]
+unsafe fn dealloc_shared(addr: usize, sc: u32, cell: SlotLink) {
+    if layout::is_large(addr) {
         // SAFETY: the caller owns the slot; it is not pushed yet.
         unsafe { purge::before_push(addr, sc) };
     }
