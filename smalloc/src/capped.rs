@@ -18,11 +18,16 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::cold_path::PRIVATE_LARGE_BYTES;
 use crate::features::links::{SlotLink, second_word, set_second_word};
 use crate::layout::{self, CAPPED_SC, LARGE_SC};
 use crate::metadata::{self, private_index, tables};
 use crate::private_list;
+
+/// Bytes of freed large or capped slots of one size class that an owner
+/// keeps on its private list (at least one slot), beyond which it frees them
+/// onto the shared list, where other threads can reuse them and sweeps give
+/// them back. Measured: docs/decisions.md ("Private lists of large slots").
+pub const PRIVATE_LARGE_BYTES: usize = 256 << 10;
 
 /// Whether size class `sc` has capped private lists.
 #[inline(always)]

@@ -268,12 +268,6 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Slot> {
     None
 }
 
-/// Bytes of freed large or capped slots of one size class that an owner
-/// keeps on its private list (at least one slot), beyond which it frees them
-/// onto the shared list, where other threads can reuse them and sweeps give
-/// them back. Measured: docs/decisions.md ("Private lists of large slots").
-pub const PRIVATE_LARGE_BYTES: usize = 256 << 10;
-
 /// Whether the owner of a slab keeps a freed large slot of size class `sc`
 /// on its private list when it holds `count` there already. Slots of
 /// [`purge::RELEASE_SC`] and more never are: their pages go back to the

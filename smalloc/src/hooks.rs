@@ -58,7 +58,7 @@ pub fn owned_slabs() -> usize {
 /// Bytes of freed large slots of one size class (at least one slot) that a
 /// thread keeps for itself on its slab's private list before it frees them
 /// where other threads can reuse them.
-pub const PRIVATE_LARGE_BYTES: usize = crate::cold_path::PRIVATE_LARGE_BYTES;
+pub const PRIVATE_LARGE_BYTES: usize = crate::capped::PRIVATE_LARGE_BYTES;
 
 /// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
