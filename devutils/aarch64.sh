@@ -33,15 +33,17 @@ DIR=target/aarch64
 
 echo "== aarch64: the core's tests under qemu-aarch64 (layout mapped on demand)"
 # Left out, as in test.sh's native on-demand run: the tests of slots above
-# 32 MiB (failover, release, every_class), corrupt_link, and limits and
-# limited_workload (geometries of their own, and the 8 TiB reservation).
+# 32 MiB (failover, release, every_class), corrupt_link, and limits,
+# limited_workload and huge_pages (geometries of their own, and the 8 TiB
+# reservation).
 # Left out for qemu-user: core_dump (qemu writes its own core files, not
 # the guest's), the resident-set bounds of thread_churn and zeroed (the
 # resident set is the emulator's, translated code included), and fork in a
 # process with threads (ownership's fork child, purge's fork_while_sweeps_run:
 # qemu-user's child of a multi-threaded process may not start threads).
 CORE_FILTER='not (
-    binary(limits) | binary(limited_workload) | binary(failover) | binary(release) |
+    binary(limits) | binary(limited_workload) | binary(huge_pages) | binary(failover) |
+    binary(release) |
     binary(every_class) | binary(corrupt_link) | binary(core_dump) |
     test(rss_plateaus_under_thread_churn) | test(fresh_gib_alloc_zeroed_does_not_raise_rss) |
     test(a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have) |

@@ -34,11 +34,11 @@ echo "== core tests again with the regions mapped on demand (SMALLOC_RESERVE=0: 
 # release size, every class up to 2 GiB): on demand, such blocks are
 # mappings; nor corrupt_link, whose corrupted link names memory never
 # mapped on demand (the program stops there with SIGSEGV, as
-# docs/design.md says); limits and limited_workload check geometries of
-# their own.
+# docs/design.md says); limits, limited_workload and huge_pages check
+# geometries of their own.
 SMALLOC_RESERVE=0 cargo nextest run -p smalloc --no-fail-fast -E 'not (binary(limits) |
-    binary(limited_workload) | binary(failover) | binary(release) | binary(every_class) |
-    binary(corrupt_link))'
+    binary(limited_workload) | binary(huge_pages) | binary(failover) | binary(release) |
+    binary(every_class) | binary(corrupt_link))'
 
 echo "== core tests again with the portable (pthread key) thread-slab fallback"
 RUSTFLAGS="--cfg smalloc_portable_tls" cargo nextest run -p smalloc \

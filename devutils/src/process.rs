@@ -60,6 +60,9 @@ pub struct Vma {
     pub perms: String,
     /// Whether it is left out of core dumps (`dd` in its `VmFlags`).
     pub dont_dump: bool,
+    /// Whether transparent huge pages are kept out of it (`nh` in its
+    /// `VmFlags`).
+    pub no_huge: bool,
 }
 
 impl Vma {
@@ -90,11 +93,14 @@ pub fn vmas(pid: &str) -> Vec<Vma> {
                 end,
                 perms: words.next().unwrap_or("").to_string(),
                 dont_dump: false,
+                no_huge: false,
             });
         } else if first == "VmFlags:"
             && let Some(v) = out.last_mut()
         {
-            v.dont_dump = words.any(|w| w == "dd");
+            let flags: Vec<&str> = words.collect();
+            v.dont_dump = flags.contains(&"dd");
+            v.no_huge = flags.contains(&"nh");
         }
     }
     out

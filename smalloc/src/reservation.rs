@@ -77,6 +77,9 @@ fn reserve() -> Option<usize> {
             Ok(base) => {
                 // Out of core dumps but for what is committed.
                 sys::set_dumped(base, TOTAL_SIZE, false);
+                // Small pages only: a huge page would make one used slot
+                // cost 2 MiB and undo what the purge gives back.
+                sys::no_huge_pages(base, TOTAL_SIZE);
                 set_geometry(RESERVED, 0);
                 return Some(base);
             }

@@ -33,14 +33,15 @@ pub fn map(addr: usize, len: usize, fixed: bool) -> Option<*mut u8> {
 }
 
 /// Maps `len` bytes of fresh, zeroed, private anonymous memory at exactly
-/// `addr` (page-aligned), never replacing anything mapped there. `Err` holds
+/// `addr` (page-aligned), never replacing anything mapped there, in small
+/// pages only ([`no_huge_pages`]: it is part of the layout). `Err` holds
 /// the `errno`: `EEXIST` when something is mapped in the range (also when a
 /// kernel older than 4.17 placed it elsewhere), `ENOMEM` when a limit
 /// refuses it.
 pub fn map_at(addr: usize, len: usize) -> Result<(), i32> {
     match map(addr, len, true) {
         Some(p) if p.addr() == addr => {
-            expose(p);
+            no_huge_pages(expose(p), len);
             Ok(())
         }
         Some(p) => {
@@ -75,6 +76,20 @@ pub fn set_dumped(addr: usize, len: usize, dumped: bool) {
     }
     #[cfg(miri)]
     let _ = (addr, len, dumped);
+}
+
+/// Keeps transparent huge pages out of `[addr, addr + len)` (a mapping of
+/// ours), whatever the system's setting (`MADV_NOHUGEPAGE`). A refusal (a
+/// kernel without them) changes nothing, so it is ignored.
+pub fn no_huge_pages(addr: usize, len: usize) {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: the range lies in a mapping of ours; this advice changes
+        // only the size of the pages that back it, never its contents.
+        unsafe { libc::madvise(ptr_at(addr), len, libc::MADV_NOHUGEPAGE) };
+    }
+    #[cfg(miri)]
+    let _ = (addr, len);
 }
 
 unsafe extern "C" {
