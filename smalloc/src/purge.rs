@@ -37,7 +37,7 @@ use crate::free_list;
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{geometry, idle, occupancy, ownership, purger, spans, sys};
+use crate::{geometry, idle, occupancy, ownership, purger, spans, sys, zeroed};
 
 pub use crate::layout::RELEASE_SC;
 
@@ -676,11 +676,13 @@ fn reset(slab_addr: usize, sc: u32, tail: u32, out: &mut Swept) -> bool {
     let resident = sys::resident(region, len);
     // SAFETY: every slot of the region below the tail is ours, and nothing
     // above it was ever handed out; page-aligned (regions are).
-    unsafe { sys::release(sys::ptr_at(region), len) };
+    let released = unsafe { zeroed::release_to_zero(sys::ptr_at(region), len) };
     // Relaxed: a counter's bound only (`pressure`); claims wait for the tail.
     line.high.store(0, Ordering::Relaxed);
     // Release: the pages were given back before anyone claims them anew.
     line.tail.store(0, Ordering::Release);
+    // Locked pages stay (zeroed, not given back).
+    let resident = if released { resident } else { 0 };
     out.released += resident;
     // Relaxed: statistics.
     PURGED_BYTES.fetch_add(resident as u64, Ordering::Relaxed);

@@ -28,7 +28,7 @@ use crate::features::links::{SlotLink, follow_link};
 use crate::free_list::LinkCell;
 use crate::layout::{self, NUM_SCS, NUM_SLABS};
 use crate::metadata::shared;
-use crate::sys;
+use crate::{sys, zeroed};
 
 /// Where the spans of a size class lie in its region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,10 +355,12 @@ pub(crate) fn give_back_marked(
         let (from, to) = (g.first + run * g.slots, g.first + i * g.slots);
         let start = region + layout::slots_end(sc, from);
         let len = (to - from) as usize * size;
-        released += sys::resident(start, len);
+        let resident = sys::resident(start, len);
         // SAFETY: `[start, start + len)` is page-aligned (spans start and end
         // on pages) and holds only free slots this sweep holds.
-        unsafe { sys::release(sys::ptr_at(start), len) };
+        if unsafe { zeroed::release_to_zero(sys::ptr_at(start), len) } {
+            released += resident;
+        }
         for k in from..to {
             if let Some(w) = bits.get_mut(k as usize / 64) {
                 *w &= !(1 << (k % 64));

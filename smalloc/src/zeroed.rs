@@ -32,6 +32,34 @@ pub fn alloc_zeroed_slot(sc: u32, size: usize) -> *mut u8 {
     p
 }
 
+/// Gives `[p, p + len)` back to the kernel so that it reads zero, as the
+/// purge's never-used slots must. Where the kernel keeps some of it (pages
+/// locked by `mlock` or `mlockall`, on which `MADV_DONTNEED` fails),
+/// writes zeros over the pages that stayed resident instead. Returns
+/// whether the pages went back.
+///
+/// # Safety
+/// As [`sys::release`]: page-aligned, ours, and nobody needs its contents.
+pub unsafe fn release_to_zero(p: *mut u8, len: usize) -> bool {
+    // SAFETY: per the contract.
+    if unsafe { sys::release(p, len) } {
+        return true;
+    }
+    // The kernel stops at the first mapping it refuses: before it the pages
+    // went back (not resident, zero), from it on they stayed.
+    let read = sys::resident_runs(p.addr(), len, |start, run, resident| {
+        if resident {
+            // SAFETY: `[start, start + run)` lies in `[p, p + len)`.
+            unsafe { ptr::write_bytes(sys::ptr_at::<u8>(start), 0, run) };
+        }
+    });
+    if !read {
+        // SAFETY: per the contract.
+        unsafe { ptr::write_bytes(p, 0, len) };
+    }
+    false
+}
+
 /// Clears `p[..n]`, a reused slot (or a part of one). From
 /// [`CLEAR_BY_RELEASE`] on, the whole pages are looked at first
 /// (`mincore`): resident ones are written, the others given back to the

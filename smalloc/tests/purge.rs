@@ -671,3 +671,87 @@ fn releases_on_claims_racing_allocations_and_frees_never_touch_a_live_block() {
     );
     assert!(s.purged_bytes > 0, "the race was not tested: {s:?}");
 }
+
+// Pages a program locked (`mlock`, `mlockall`) refuse `MADV_DONTNEED`:
+// what the purge hands out as never-used (a reset region, a span) must
+// read zero all the same.
+
+/// Locks the 16 pages around the middle of `[lo, hi)` (64 KiB: within
+/// every kernel's default limit of locked memory); false if the kernel
+/// refuses.
+fn lock_middle(lo: usize, hi: usize) -> bool {
+    let page = 4096;
+    let start = ((lo + hi) / 2) & !(page - 1);
+    // SAFETY: the pages lie inside blocks of ours; locking changes only
+    // whether they may be swapped out or given back.
+    unsafe { libc::mlock(start as *const libc::c_void, 16 * page) == 0 }
+}
+
+/// Takes `n` blocks of `size` bytes zeroed, checks that they read zero,
+/// and frees them.
+fn zeroed_blocks_read_zero(n: usize, size: usize) {
+    let l = layout(size);
+    let blocks: Vec<*mut u8> = (0..n)
+        .map(|_| {
+            // SAFETY: a non-zero layout; freed below.
+            let z = unsafe { A.alloc_zeroed(l) };
+            // SAFETY: `z` holds `size` bytes.
+            assert!(unsafe { is_zero(z, size) }, "{z:p} not zeroed");
+            z
+        })
+        .collect();
+    for z in blocks {
+        // SAFETY: ours, of layout `l`.
+        unsafe { A.dealloc(z, l) };
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "mlock")]
+fn a_region_reset_over_locked_pages_hands_out_zeroed_slots() {
+    const SIZE: usize = 3000;
+    const N: usize = 1000;
+    let blocks: Vec<_> = (0..N).map(|i| alloc(SIZE, i as u64)).collect();
+    let (lo, hi) = (blocks[0], blocks[N - 1] + SIZE);
+    if !lock_middle(lo, hi) {
+        eprintln!("skipped: mlock refused");
+        return;
+    }
+    let theirs = blocks.clone();
+    thread::spawn(move || {
+        for (i, p) in theirs.into_iter().enumerate() {
+            free(p, SIZE, i as u64);
+        }
+    })
+    .join()
+    .unwrap();
+    smalloc::set_purge_delay(Duration::ZERO);
+    stats::trim(0);
+    assert!(stats::snapshot().purge_resets > 0, "no reset");
+    zeroed_blocks_read_zero(N, SIZE);
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode gives back no spans")]
+#[cfg_attr(miri, ignore = "mlock")]
+fn spans_over_locked_pages_come_back_zeroed() {
+    const SIZE: usize = 48;
+    const N: usize = 50_000;
+    let blocks: Vec<_> = (0..N).map(|i| alloc(SIZE, i as u64)).collect();
+    if !lock_middle(blocks[0], blocks[N - 1] + SIZE) {
+        eprintln!("skipped: mlock refused");
+        return;
+    }
+    for (i, &p) in blocks.iter().enumerate() {
+        if i % 4096 != 0 {
+            free(p, SIZE, i as u64);
+        }
+    }
+    smalloc::set_purge_delay(Duration::ZERO);
+    stats::trim(0);
+    assert!(stats::snapshot().purge_spans > 0, "no span given back");
+    zeroed_blocks_read_zero(N, SIZE);
+    for i in (0..N).step_by(4096) {
+        free(blocks[i], SIZE, i as u64);
+    }
+}
