@@ -205,7 +205,9 @@ pub fn page_size() -> usize {
 
 /// Gives the pages of `[p, p + len)` back to the kernel
 /// (`MADV_DONTNEED`): they stay mapped and read as zero when next touched.
-/// False if the kernel refused (the memory is then unchanged).
+/// False if the kernel refused: locked pages (`mlock`, `mlockall`) stay,
+/// and so does the rest of the range after them (the kernel stops there),
+/// with their contents.
 ///
 /// # Safety
 /// `p` is page-aligned, `[p, p + len)` lies in a private anonymous mapping
