@@ -9,6 +9,8 @@
 //!   `__libc_*` aliases, so the library replaces the C allocator of the
 //!   whole process;
 //! * the C++ `operator new`/`operator delete` family (`cxx.rs`).
+//! * `setrlimit` and `prlimit` (`limits.rs`), which give the reservation up
+//!   before the process lowers its own address-space or data limit.
 //!
 //! Every entry point is a thin wrapper around one function of `c_alloc.rs`,
 //! which holds the C semantics (errno, `malloc(0)`, `realloc` edge cases,
@@ -52,6 +54,8 @@ mod interpose;
 mod introspect;
 /// cbindgen:ignore
 mod lifecycle;
+/// cbindgen:ignore
+mod limits;
 /// cbindgen:ignore
 mod next;
 /// cbindgen:ignore

@@ -2,7 +2,8 @@
 //! a core of the size glibc's would be, in which a debugger finds a live
 //! block; under a data limit (the shape of strict overcommit: every
 //! writable mapping counted) the program runs on regions mapped on demand;
-//! under a limit that leaves no room, `malloc` returns null with `ENOMEM`.
+//! under a limit that leaves no room, `malloc` returns null with `ENOMEM`;
+//! a program that lowers its own limit later keeps working.
 
 mod common;
 
@@ -93,6 +94,32 @@ fn a_data_limit_runs_on_regions_mapped_on_demand() {
     );
     let reports = read_stats(&report);
     assert!(reports.iter().any(|r| r.handed_out > 1_000), "{reports:?}");
+}
+
+#[test]
+fn a_program_that_lowers_its_own_limit_keeps_working() {
+    // Without the reservation given up first, the 8 TiB it holds would
+    // count against the new limit: no thread could start, no library load.
+    let dir = scratch_dir("lower_limit");
+    let exe = compile(&dir, "lower_limit.c", &["-O2", "-pthread", "-ldl"]);
+    let report = dir.join("report.txt");
+    let mut cmd = Command::new(&exe);
+    preloaded(&mut cmd)
+        .env("SMALLOC_STATS", "1")
+        .env("SMALLOC_STATS_FILE", &report);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("lower ok"),
+        "{}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        text.contains("mapped on demand") && text.contains("gave the reservation up"),
+        "{text}"
+    );
 }
 
 /// One run of `no_room` with `LD_PRELOAD` under an address-space limit of

@@ -64,8 +64,7 @@ pub fn commit(slab_addr: usize, sc: u32, end: usize) -> bool {
 #[cold]
 #[inline(never)]
 fn commit_slow(slab_addr: usize, sc: u32, end: usize) -> bool {
-    if !geometry::on_demand() {
-        dump(slab_addr, sc, end);
+    if in_reservation(slab_addr, sc, end) {
         return true;
     }
     let Some(_guard) = Lock::take() else {
@@ -94,6 +93,63 @@ fn commit_slow(slab_addr: usize, sc: u32, end: usize) -> bool {
         }
     }
     false
+}
+
+/// [`dump`] if the layout is still the reservation; false (nothing done)
+/// if it is mapped on demand. Counted in [`IN_RESERVATION`] meanwhile, so
+/// that [`keep_committed`] sees the count it raises: either this commit
+/// sees the geometry the give-up stored, or the give-up sees this count
+/// and waits for it.
+fn in_reservation(slab_addr: usize, sc: u32, end: usize) -> bool {
+    // SeqCst (with `on_demand_now`): against `keep_committed`'s store of
+    // the geometry and its loads of this count (a store-load pair each way).
+    IN_RESERVATION.fetch_add(1, Ordering::SeqCst);
+    let reserved = !geometry::on_demand_now();
+    if reserved {
+        dump(slab_addr, sc, end);
+    }
+    // Release: the raised count happens before the give-up reads it.
+    IN_RESERVATION.fetch_sub(1, Ordering::Release);
+    reserved
+}
+
+/// Commits in the reservation under way ([`in_reservation`]).
+static IN_RESERVATION: AtomicUsize = AtomicUsize::new(0);
+
+/// Gives up the reservation at `base`: records the geometry on demand
+/// (`code`, `value`), waits for the commits under way in the reservation,
+/// then unmaps everything of it but the slabs' metadata and the regions'
+/// committed prefixes, which stay where they are. Under the commit lock,
+/// so no commit on demand runs meanwhile. False if the calling thread
+/// holds the lock (a signal handler interrupting a commit).
+pub fn keep_committed(base: usize, code: u64, value: u64) -> bool {
+    let Some(_guard) = Lock::take() else {
+        return false;
+    };
+    if geometry::on_demand_now() {
+        return true;
+    }
+    geometry::set_geometry(code, value);
+    // SeqCst: see `in_reservation`; Acquire for the counts it raised.
+    while IN_RESERVATION.load(Ordering::SeqCst) != 0 {
+        sys::yield_now();
+    }
+    let mut from = base;
+    for slab in 0..layout::NUM_SLABS {
+        let slab_addr = layout::slab_addr(base, slab);
+        let kept = slab_metadata(slab_addr).chain(
+            (0..layout::NUM_SCS as u32)
+                .map(|sc| (layout::region_addr(slab_addr, sc), committed(slab_addr, sc))),
+        );
+        for (start, len) in kept.filter(|&(_, len)| len > 0) {
+            if start > from {
+                sys::unmap(sys::ptr_at(from), start - from);
+            }
+            from = from.max(start + len);
+        }
+    }
+    sys::unmap(sys::ptr_at(from), base + layout::TOTAL_SIZE - from);
+    true
 }
 
 /// Where a region of size class `sc` with `done` bytes committed and `end`
@@ -205,4 +261,5 @@ impl Drop for Lock {
 pub fn reset_after_fork() {
     // Relaxed: the child runs one thread now.
     LOCK.store(0, Ordering::Relaxed);
+    IN_RESERVATION.store(0, Ordering::Relaxed);
 }

@@ -78,6 +78,10 @@ pub enum Why {
     StrictOvercommit,
     /// The kernel refused it with this `errno` for another reason.
     Refused(i32),
+    /// The program gave the reservation up after it was made
+    /// ([`map_on_demand`](crate::map_on_demand); in C, by lowering its
+    /// `RLIMIT_AS` or `RLIMIT_DATA`): what was not committed is unmapped.
+    GivenUp,
 }
 
 /// The geometry's code ([`Geometry`] order; `Why` for on demand) and its
@@ -92,6 +96,7 @@ pub const AS_LIMIT: u64 = 3;
 pub const DATA_LIMIT: u64 = 4;
 pub const STRICT: u64 = 5;
 pub const REFUSED: u64 = 6;
+pub const GIVEN_UP: u64 = 7;
 
 /// How the layout's address space is held now.
 pub fn geometry() -> Geometry {
@@ -107,6 +112,7 @@ pub fn geometry() -> Geometry {
         AS_LIMIT => Why::AddressSpaceLimit(value),
         DATA_LIMIT => Why::DataLimit(value),
         STRICT => Why::StrictOvercommit,
+        GIVEN_UP => Why::GivenUp,
         _ => Why::Refused(value as i32),
     })
 }
@@ -119,11 +125,25 @@ pub fn on_demand() -> bool {
     GEOMETRY[0].load(Ordering::Relaxed) > RESERVED
 }
 
-/// Records the geometry (before the base is published).
+/// [`on_demand`] in the total order of sequentially consistent
+/// operations (a commit in the reservation against the reservation given
+/// up: `commit`).
+#[inline]
+pub fn on_demand_now() -> bool {
+    // SeqCst: see `commit::in_reservation`.
+    GEOMETRY[0].load(Ordering::SeqCst) > RESERVED
+}
+
+/// Records the geometry: before the base is published, or when the
+/// reservation is given up (`reservation::give_up`).
 pub fn set_geometry(code: u64, value: u64) {
-    // Relaxed: published by the base's Release store.
-    GEOMETRY[0].store(code, Ordering::Relaxed);
+    // Relaxed: the value is read after the code (a report may pair a new
+    // code with the old value once).
     GEOMETRY[1].store(value, Ordering::Relaxed);
+    // SeqCst: published by the base's Release store, or, when the
+    // reservation is given up, ordered against the commits in it
+    // (`commit::in_reservation`).
+    GEOMETRY[0].store(code, Ordering::SeqCst);
     if code != RESERVED {
         LARGEST_SC.store(ON_DEMAND_MAX_SC, Ordering::Relaxed);
     }

@@ -157,6 +157,19 @@ pub fn set_purge_delay(delay: core::time::Duration) {
     purge::set_delay_ms(ms);
 }
 
+/// Gives up the 8 TiB reservation: from now on the layout is mapped on
+/// demand, as under an address-space limit, and everything of it that no
+/// region has committed is unmapped (live blocks stay where they are).
+/// Call it before lowering the process's own `RLIMIT_AS` or `RLIMIT_DATA`:
+/// the reservation counts against both, so that afterwards every new
+/// mapping (thread stacks, `dlopen`) would be refused. Makes the layout
+/// first if no allocation has; false if the calling thread is committing
+/// memory itself (a signal handler) or the layout cannot be made.
+/// docs/design.md ("The reservation and its fallback").
+pub fn map_on_demand() -> bool {
+    reservation::give_up()
+}
+
 /// The purge delay (zero: never); see [`set_purge_delay`].
 pub fn purge_delay() -> core::time::Duration {
     core::time::Duration::from_millis(u64::from(purge::delay_ms()))

@@ -17,7 +17,8 @@
 use core::sync::atomic::Ordering;
 
 use crate::geometry::{
-    AS_LIMIT, ASKED, BASE, DATA_LIMIT, REFUSED, RESERVED, STRICT, UNINIT, on_demand, set_geometry,
+    self, AS_LIMIT, ASKED, BASE, DATA_LIMIT, GIVEN_UP, REFUSED, RESERVED, STRICT, UNINIT,
+    on_demand, set_geometry,
 };
 use crate::layout::{TOTAL_BITS, TOTAL_SIZE};
 use crate::{commit, features, sys};
@@ -64,6 +65,15 @@ pub fn init() -> Option<usize> {
             Err(base) => return Some(base),
         }
     }
+}
+
+/// Gives the reservation up (see [`crate::map_on_demand`]): the layout is
+/// mapped on demand from now on. True when it is (also if it was already).
+pub fn give_up() -> bool {
+    let Some(base) = geometry::base().or_else(init) else {
+        return false;
+    };
+    commit::keep_committed(base, GIVEN_UP, 0)
 }
 
 /// The base of the layout: the whole reservation if the kernel grants it

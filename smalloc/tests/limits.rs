@@ -314,3 +314,91 @@ fn a_fork_child_commits_on_its_own() {
     assert!(mixed_blocks(7, 10 * MIB) > 50);
     free(p, 100);
 }
+
+/// Allocates blocks of random sizes (16 B to 256 KiB) until `total` bytes
+/// are live, each filled with its pattern (tagged from `tag`).
+fn live_blocks(seed: u64, total: usize, tag: u64) -> Vec<(*mut u8, usize, u64)> {
+    let mut rng = Rng::new(seed);
+    let mut live = Vec::new();
+    let mut bytes = 0;
+    while bytes < total {
+        let size = rng.log_size(16, 256 << 10);
+        let p = alloc(size);
+        assert!(!p.is_null(), "a {size}-byte block");
+        let t = tag + live.len() as u64;
+        // SAFETY: a fresh block of `size` bytes.
+        unsafe { fill(p, size, t) };
+        live.push((p, size, t));
+        bytes += size;
+    }
+    live
+}
+
+/// Checks and frees blocks from [`live_blocks`].
+fn check_and_free(live: Vec<(*mut u8, usize, u64)>) {
+    for (p, size, t) in live {
+        // SAFETY: a live block of `size` bytes filled with `t`.
+        assert_eq!(unsafe { check(p, size, t) }, Ok(()), "block {t}");
+        free(p, size);
+    }
+}
+
+#[test]
+fn a_reservation_given_up_keeps_its_blocks_and_maps_on_demand() {
+    let live = live_blocks(5, 64 * MIB, 0);
+    assert_eq!(stats::snapshot().geometry, Geometry::Reserved);
+    assert!(vm_bytes() > TOTAL_SIZE as u64);
+    assert!(smalloc::map_on_demand());
+    assert!(smalloc::map_on_demand(), "a second call changes nothing");
+    check_on_demand(Why::GivenUp);
+    assert!(
+        vm_bytes() < 16 << 30,
+        "{} bytes of address space",
+        vm_bytes()
+    );
+    // A limit of a few hundred MiB above what the process uses now leaves
+    // room for a thread's stack and for new blocks, on demand.
+    assert!(set_limit(libc::RLIMIT_AS, vm_bytes() + (512 << 20)));
+    let more = std::thread::spawn(|| {
+        let more = live_blocks(6, 100 * MIB, 1 << 32);
+        let addrs: Vec<usize> = more.iter().map(|&(p, ..)| p.addr()).collect();
+        check_and_free(more);
+        addrs
+    })
+    .join()
+    .unwrap();
+    assert!(more.len() > 500);
+    check_and_free(live);
+    check_on_demand(Why::GivenUp);
+}
+
+#[test]
+fn giving_the_reservation_up_while_threads_allocate_loses_no_block() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 3 {
+                    // New regions and new commits in every round: sizes
+                    // spread over many classes, growing.
+                    let total = (4 + rounds as usize % 16) * MIB;
+                    check_and_free(live_blocks(t * 1000 + rounds, total, rounds << 40));
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    let live = live_blocks(7, 16 * MIB, 1 << 50);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(smalloc::map_on_demand());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        assert!(w.join().unwrap() >= 3);
+    }
+    check_and_free(live);
+    check_on_demand(Why::GivenUp);
+}

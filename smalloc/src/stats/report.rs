@@ -58,6 +58,7 @@ fn geometry_line(w: &mut impl Write, g: Geometry) -> fmt::Result {
                 Why::DataLimit(n) => write!(w, "{refused} a data limit of {} MiB", mib(n))?,
                 Why::StrictOvercommit => write!(w, "{refused} strict overcommit")?,
                 Why::Refused(e) => write!(w, "the kernel refused the reservation, errno {e}")?,
+                Why::GivenUp => write!(w, "the program gave the reservation up")?,
             }
             writeln!(w, ")")
         }

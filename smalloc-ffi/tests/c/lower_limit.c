@@ -1,0 +1,52 @@
+/* A program that lowers its own address-space limit after the library made
+ * its reservation (as Python's resource.setrlimit(RLIMIT_AS, ...) does):
+ * blocks allocated before keep their contents, and after the call a thread
+ * starts, a library loads, and small and big blocks come. Prints "lower ok". */
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include "check.h"
+
+#define N 2000
+
+static void *thread_main(void *arg) {
+    size_t n = (size_t)arg;
+    char *p = malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0x5a, n);
+    free(p);
+    return p;
+}
+
+int main(void) {
+    static char *blocks[N];
+    for (size_t i = 0; i < N; i++) {
+        size_t n = 16 + (i * 7919) % 70000;
+        blocks[i] = malloc(n);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], (int)(i & 0xff), n);
+    }
+    struct rlimit lim = {1ul << 31, RLIM_INFINITY};
+    CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
+    struct rlimit now;
+    CHECK(getrlimit(RLIMIT_AS, &now) == 0 && now.rlim_cur == lim.rlim_cur);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_main, (void *)(size_t)(1 << 20)) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(dlopen("libm.so.6", RTLD_NOW) != NULL);
+    char *big = malloc(100 << 20);
+    CHECK(big != NULL);
+    memset(big, 1, 100 << 20);
+    free(big);
+    /* Beyond the limit: null with ENOMEM, as on glibc. */
+    errno = 0;
+    CHECK(malloc(3ul << 30) == NULL && errno == ENOMEM);
+    for (size_t i = 0; i < N; i++) {
+        size_t n = 16 + (i * 7919) % 70000;
+        for (size_t k = 0; k < n; k += 61)
+            CHECK(blocks[i][k] == (char)(i & 0xff));
+        free(blocks[i]);
+    }
+    puts("lower ok");
+    return 0;
+}
