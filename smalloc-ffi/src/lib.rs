@@ -9,8 +9,9 @@
 //!   `__libc_*` aliases, so the library replaces the C allocator of the
 //!   whole process;
 //! * the C++ `operator new`/`operator delete` family (`cxx.rs`).
-//! * `setrlimit` and `prlimit` (`limits.rs`), which give the reservation up
-//!   before the process lowers its own address-space or data limit.
+//! * `setrlimit`, `prlimit` and `mlockall` (`limits.rs`), which give the
+//!   reservation up before the process lowers its own address-space or
+//!   data limit or locks all its memory.
 //!
 //! Every entry point is a thin wrapper around one function of `c_alloc.rs`,
 //! which holds the C semantics (errno, `malloc(0)`, `realloc` edge cases,

@@ -1,16 +1,34 @@
-//! The process lowering its own address-space or data limit: `setrlimit`,
-//! `prlimit` on itself, and their `64` forms. The reservation counts
-//! against both limits, so once it is made a limit of a few GiB would
-//! refuse every later mapping of the process (thread stacks, `dlopen`,
-//! big blocks). Before such a limit takes effect smalloc gives the
-//! reservation up and maps its regions on demand, keeping every live block
-//! where it is ([`smalloc_core::map_on_demand`]). The call itself is the
-//! kernel's (`prlimit64`), with its result and `errno`.
+//! Calls the reservation would break, made by the process on itself, which
+//! therefore give it up first ([`smalloc_core::map_on_demand`]: the
+//! regions are mapped on demand from then on, every live block where it
+//! is); then the kernel's system call, with its result and `errno`.
+//!
+//! * Lowering its own address-space or data limit (`setrlimit`, `prlimit`
+//!   and their `64` forms): the reservation counts against both, so a limit
+//!   of a few GiB would refuse every later mapping (thread stacks,
+//!   `dlopen`, big blocks).
+//! * Locking all its memory (`mlockall` with `MCL_CURRENT`): the kernel
+//!   would fault in and lock all 8 TiB (memory runs out), or refuse with
+//!   `ENOMEM` under `RLIMIT_MEMLOCK`, which counts the reservation.
 
 use core::ffi::c_int;
 use core::ptr;
 
 use smalloc_core::layout::TOTAL_SIZE;
+
+/// `mlockall`: with `MCL_CURRENT`, gives the reservation up first.
+///
+/// # Safety
+/// As the C function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
+    if flags & libc::MCL_CURRENT != 0 {
+        smalloc_core::map_on_demand();
+    }
+    // SAFETY: a system call without pointers; glibc's `syscall` sets errno
+    // and returns -1 on failure.
+    unsafe { libc::syscall(libc::SYS_mlockall, flags) as c_int }
+}
 
 /// `setrlimit`: [`prlimit64`] on the calling process.
 ///

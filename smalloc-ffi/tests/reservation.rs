@@ -122,6 +122,27 @@ fn a_program_that_lowers_its_own_limit_keeps_working() {
     );
 }
 
+#[test]
+fn a_program_that_locks_all_its_memory_keeps_working() {
+    // Without the reservation given up first, `mlockall(MCL_CURRENT)`
+    // would lock all 8 TiB: refused under RLIMIT_MEMLOCK, which the
+    // program makes apply to itself even as root.
+    let dir = scratch_dir("lock_all");
+    let exe = compile(&dir, "lock_all.c", &["-O2"]);
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let glibc = run(&mut Command::new(&exe));
+    if !glibc.contains("lock ok") {
+        eprintln!("SKIPPED: on glibc the program printed {glibc:?}");
+        return;
+    }
+    let ours = run(preloaded(&mut Command::new(&exe)));
+    assert!(ours.contains("lock ok"), "{ours}");
+}
+
 /// One run of `no_room` with `LD_PRELOAD` under an address-space limit of
 /// `limit` bytes (`SMALLOC_RESERVE=0` makes the run that measures use the
 /// same mappings as the limited ones): its output, or `None` when the

@@ -160,9 +160,10 @@ pub fn set_purge_delay(delay: core::time::Duration) {
 /// Gives up the 8 TiB reservation: from now on the layout is mapped on
 /// demand, as under an address-space limit, and everything of it that no
 /// region has committed is unmapped (live blocks stay where they are).
-/// Call it before lowering the process's own `RLIMIT_AS` or `RLIMIT_DATA`:
-/// the reservation counts against both, so that afterwards every new
-/// mapping (thread stacks, `dlopen`) would be refused. Makes the layout
+/// Call it before lowering the process's own `RLIMIT_AS` or `RLIMIT_DATA`
+/// (the reservation counts against both, so that afterwards every new
+/// mapping, thread stacks and `dlopen` included, would be refused) and
+/// before `mlockall(MCL_CURRENT)` (which would fault in all 8 TiB). Makes the layout
 /// first if no allocation has; false if the calling thread is committing
 /// memory itself (a signal handler) or the layout cannot be made.
 /// docs/design.md ("The reservation and its fallback").
