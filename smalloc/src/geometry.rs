@@ -80,7 +80,8 @@ pub enum Why {
     Refused(i32),
     /// The program gave the reservation up after it was made
     /// ([`map_on_demand`](crate::map_on_demand); in C, by lowering its
-    /// `RLIMIT_AS` or `RLIMIT_DATA`): what was not committed is unmapped.
+    /// `RLIMIT_AS` or `RLIMIT_DATA`, or by `mlockall`): what was not
+    /// committed is unmapped.
     GivenUp,
 }
 
