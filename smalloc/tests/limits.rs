@@ -37,25 +37,10 @@ fn free(p: *mut u8, size: usize) {
 /// are live, each filled with its pattern; checks them all and frees them.
 /// Returns how many blocks it made.
 fn mixed_blocks(seed: u64, total: usize) -> usize {
-    let mut rng = Rng::new(seed);
-    let mut live = Vec::new();
-    let mut bytes = 0;
-    while bytes < total {
-        let size = rng.log_size(16, 256 << 10);
-        let p = alloc(size);
-        assert!(!p.is_null(), "a {size}-byte block under the limit");
-        assert!(A.owns_slot(p), "served from a slot");
-        // SAFETY: a fresh block of `size` bytes.
-        unsafe { fill(p, size, live.len() as u64) };
-        live.push((p, size));
-        bytes += size;
-    }
-    for (tag, &(p, size)) in live.iter().enumerate() {
-        // SAFETY: a live block of `size` bytes.
-        assert_eq!(unsafe { check(p, size, tag as u64) }, Ok(()), "block {tag}");
-        free(p, size);
-    }
-    live.len()
+    let live = live_blocks(seed, total, 0);
+    let n = live.len();
+    check_and_free(live);
+    n
 }
 
 /// What every test here checks of an on-demand geometry: the layout is
@@ -324,7 +309,8 @@ fn live_blocks(seed: u64, total: usize, tag: u64) -> Vec<(*mut u8, usize, u64)> 
     while bytes < total {
         let size = rng.log_size(16, 256 << 10);
         let p = alloc(size);
-        assert!(!p.is_null(), "a {size}-byte block");
+        assert!(!p.is_null(), "a {size}-byte block under the limit");
+        assert!(A.owns_slot(p), "served from a slot");
         let t = tag + live.len() as u64;
         // SAFETY: a fresh block of `size` bytes.
         unsafe { fill(p, size, t) };

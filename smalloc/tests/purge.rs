@@ -259,24 +259,29 @@ fn purges_racing_allocations_and_frees_never_touch_a_live_block() {
     assert!(tested(&s), "the race was not tested: {s:?}");
 }
 
-#[test]
-fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
-    const SIZE: usize = 3000;
-    let blocks: Vec<_> = (0..5000).map(|i| alloc(SIZE, i)).collect();
-    // Freed by another thread: onto the shared list, where sweeps see them.
-    let theirs = blocks.clone();
+/// Frees `blocks` (of `size` bytes, tagged by index) on another thread:
+/// onto the shared list, where sweeps see them. This thread owns the slab
+/// and keeps its fresh run while it works; a trim (the same sweep) hands
+/// it back with its lists, and resets the region.
+fn free_elsewhere_and_reset(blocks: &[usize], size: usize) {
+    let theirs = blocks.to_vec();
     thread::spawn(move || {
         for (i, p) in theirs.into_iter().enumerate() {
-            free(p, SIZE, i as u64);
+            free(p, size, i as u64);
         }
     })
     .join()
     .unwrap();
-    // This thread owns the slab and keeps its fresh run while it works; a
-    // trim (the same sweep) hands it back with its lists, and resets.
     smalloc::set_purge_delay(Duration::ZERO);
     stats::trim(0);
     assert!(stats::snapshot().purge_resets > 0, "no reset");
+}
+
+#[test]
+fn a_reset_region_hands_out_zeroed_slots_and_keeps_working() {
+    const SIZE: usize = 3000;
+    let blocks: Vec<_> = (0..5000).map(|i| alloc(SIZE, i)).collect();
+    free_elsewhere_and_reset(&blocks, SIZE);
     // The region's slots are never-used again: zero for `alloc_zeroed`
     // (not written), and `alloc` hands them out again in order.
     let l = layout(SIZE);
@@ -717,17 +722,7 @@ fn a_region_reset_over_locked_pages_hands_out_zeroed_slots() {
         eprintln!("skipped: mlock refused");
         return;
     }
-    let theirs = blocks.clone();
-    thread::spawn(move || {
-        for (i, p) in theirs.into_iter().enumerate() {
-            free(p, SIZE, i as u64);
-        }
-    })
-    .join()
-    .unwrap();
-    smalloc::set_purge_delay(Duration::ZERO);
-    stats::trim(0);
-    assert!(stats::snapshot().purge_resets > 0, "no reset");
+    free_elsewhere_and_reset(&blocks, SIZE);
     zeroed_blocks_read_zero(N, SIZE);
 }
 
