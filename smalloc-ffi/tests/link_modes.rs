@@ -260,10 +260,12 @@ fn hot_paths_are_short_and_have_no_atomic_read_modify_write() {
         );
         // aarch64 takes more instructions for the same work: addresses
         // are built from two (adrp and add), the thread pointer read apart.
+        // malloc's path up to its `ret`, the prefetch of the next slot
+        // included, takes all of it.
         let most = if cfg!(target_arch = "aarch64") {
-            24
+            25
         } else {
-            18
+            19
         };
         assert!(
             path.len() <= most,

@@ -254,6 +254,8 @@ fn owner_take(slab_addr: usize, sc: u32) -> Option<Slot> {
             private_list::HeadCell::set(head, first);
             let next = follow_link(layout::slot_of_link(links.region, first));
             private_list::HeadCell::set(head, next);
+            // The next pop reads this slot's link: start its miss now.
+            sys::prefetch(layout::link_base(links.region), next as usize);
             return Some(slot(slab_addr, sc, first, false));
         }
     }

@@ -39,7 +39,10 @@ impl LinkStore for TableLinks {
             .load(Ordering::Relaxed) as usize;
         let slot = link_base + link as usize;
         self.slot.set(slot);
-        follow_link(slot)
+        let next = follow_link(slot);
+        // The next pop reads the new head's link: start its miss now.
+        sys::prefetch(link_base, next as usize);
+        next
     }
 }
 

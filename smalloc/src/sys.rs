@@ -329,6 +329,32 @@ pub fn ptr_at<T>(addr: usize) -> *mut T {
     ptr::with_exposed_provenance_mut(addr)
 }
 
+/// Asks the CPU to bring the cache line at `base + offset` in for a read
+/// soon; a hint that never faults, whatever the address. Two operands so
+/// that aarch64 takes them in one `prfm`, as x86-64 does in its addressing.
+#[inline(always)]
+pub fn prefetch(base: usize, offset: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch reads nothing architecturally and never faults.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            base.wrapping_add(offset) as *const i8,
+        )
+    };
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
+    // SAFETY: as above: `prfm` is a hint that never faults.
+    unsafe {
+        core::arch::asm!(
+            "prfm pldl1keep, [{0}, {1}]",
+            in(reg) base,
+            in(reg) offset,
+            options(nostack, preserves_flags, readonly)
+        )
+    };
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = (base, offset);
+}
+
 /// Bookkeeping of mappings under Miri, whose `munmap` shim frees only a
 /// whole allocation made by one `mmap` (a partial `munmap` is reported as
 /// undefined behaviour: "does not point to the beginning of an object").
