@@ -10,7 +10,8 @@
 #              kv kv100 heapread; kv100 is kv with 100-byte values)
 #   ALLOCS     allocators (default: glibc smalloc jemalloc mimalloc tcmalloc;
 #              also NAME=path/to/lib.so: any library of your own)
-#   THREADS    thread counts (default: "2 8")
+#   THREADS    thread counts (default: "2 8", and "2 8 32 64" for larson and xmalloc-test,
+#              the programs that free across threads: past the 16 slabs)
 #   RUNS       runs of each (program, threads, allocator) (default 5)
 #   SCALE      multiplies every program's amount of work (default 1; 0.1 is quick)
 #   QUICK=1    tiny parameters and one run: checks that everything works
@@ -31,7 +32,13 @@ mkdir -p "$out/bin" "$out/logs"
 
 programs="${PROGRAMS:-larson xmalloc-test cache-thrash cache-scratch mstress kv kv100 heapread}"
 allocs="${ALLOCS:-glibc smalloc jemalloc mimalloc tcmalloc}"
-threads_list="${THREADS:-2 8}"
+# The thread counts of program $1.
+threads_of() {
+    case "$1" in
+        larson | xmalloc-test) echo "${THREADS:-2 8 32 64}" ;;
+        *) echo "${THREADS:-2 8}" ;;
+    esac
+}
 runs="${RUNS:-5}"
 scale="${SCALE:-1}"
 if [ "${QUICK:-0}" = 1 ]; then
@@ -80,10 +87,10 @@ if [ "$n" -eq 0 ]; then
     echo "run.sh: none of the allocators ($allocs) is available" >&2
     exit 1
 fi
-echo "== ${present[*]}; threads $threads_list; $runs runs; scale $scale; raw results: $results" >&2
+echo "== ${present[*]}; threads ${THREADS:-2 8 (larson, xmalloc-test: 2 8 32 64)}; $runs runs; scale $scale; raw results: $results" >&2
 for ((run = 1; run <= runs; run++)); do
     for p in $programs; do
-        for t in $threads_list; do
+        for t in $(threads_of "$p"); do
             # Rotate the order every run so slow drifts hit everyone.
             for ((k = 0; k < n; k++)); do
                 a="${present[$(((k + run - 1) % n))]}"
