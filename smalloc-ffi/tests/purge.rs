@@ -208,3 +208,63 @@ fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let out = run_ok(preloaded(&mut target_command(&exe)));
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// A server's shape: one thread allocates; another (an I/O thread) exists
+/// and never allocates. The first frees a peak of small blocks on its hot
+/// path (onto its private lists), then only allocates and frees one small
+/// block every 10 ms, from a list that never runs dry: no cold path of its
+/// own ever hands the peak over. After [`STATUS_C`].
+const SERVER: &str = r#"
+#include <pthread.h>
+
+static int pipefd[2];
+
+static void *idle_thread(void *arg) {
+    char c;
+    (void)arg;
+    return read(pipefd[0], &c, 1) < 0 ? NULL : NULL;
+}
+
+int main(void) {
+    enum { N = 40000, SIZE = 2000 };
+    static char *p[N];
+    pthread_t t;
+    if (pipe(pipefd) || pthread_create(&t, NULL, idle_thread, NULL)) return 2;
+    /* As a server starts its threads and then works: the library looks
+       at the thread count at most once a delay, on a cold path. */
+    usleep(100000);
+    char *warm = malloc(64);
+    free(warm);
+    /* What the process holds besides the peak (under qemu-user, the
+       emulator's own memory too). */
+    long base = status("VmRSS:");
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    long peak = status("VmRSS:");
+    for (int i = 0; i < N; i++) free(p[i]);
+    long after = peak;
+    for (int i = 0; i < 500 && (after - base) * 10 >= peak - base; i++) {
+        usleep(10000);
+        char *q = malloc(64);
+        memset(q, 2, 64);
+        free(q);
+        after = status("VmRSS:");
+    }
+    long threads = status("Threads:");
+    printf("base %ld peak %ld after %ld threads %ld\n", base, peak, after, threads);
+    if (write(pipefd[1], "x", 1) != 1 || pthread_join(t, NULL)) return 2;
+    return !(threads >= 2 && (after - base) * 10 < peak - base);
+}
+"#;
+
+#[test]
+fn a_server_thread_that_frees_on_its_hot_path_and_goes_on_gives_the_peak_back() {
+    // The purge's thread starts beside the idle thread, and nudges the
+    // allocating thread's next allocation onto its cold path, which hands
+    // its private lists over (the program waits up to 5 s).
+    let exe = one_thread_program("server", SERVER);
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "50"));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}

@@ -105,6 +105,7 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
+            home_slab::answer_nudge(owned);
             return counted(owner_refill(home_slab::owned_slab(owned), sc), req);
         }
         let current = home_slab::current();
@@ -130,6 +131,7 @@ pub fn alloc_large(sc: u32, req: Request) -> Slot {
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
+            home_slab::answer_nudge(owned);
             purge::owner_tick(home_slab::owned_slab(owned));
             if let Some(got) = owner_take_large(home_slab::owned_slab(owned), sc) {
                 return counted(got, req);

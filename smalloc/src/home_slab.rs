@@ -26,7 +26,7 @@
 
 use crate::features::{self, Event};
 use crate::layout::{self, NUM_SLABS};
-use crate::{metadata, occupancy, ownership, thread_words};
+use crate::{metadata, nudge, occupancy, ownership, thread_words};
 
 pub use crate::thread_words::NOT_OWNER;
 
@@ -59,8 +59,21 @@ fn set_owned(slab_addr: usize) {
 /// Makes the thread's words say it owns no slab. Done before the slab is
 /// released, so the thread never touches the private lists afterwards.
 fn set_not_owner() {
+    let owned = owned();
     thread_words::store::<{ thread_words::ALLOC }>(metadata::empty_block());
     thread_words::store::<{ thread_words::OWNED }>(NOT_OWNER);
+    if is_owner(owned) {
+        nudge::unregister(layout::slab_of(owned_slab(owned)));
+    }
+}
+
+/// On an owner's cold path of allocation: points the alloc word back at the
+/// private block `owned` if the purging thread nudged it ([`nudge`]).
+#[inline]
+pub fn answer_nudge(owned: usize) {
+    if alloc_word() != owned {
+        thread_words::store::<{ thread_words::ALLOC }>(owned);
+    }
 }
 
 /// The slab address of an owned word that names one.
@@ -104,7 +117,13 @@ const HINT_SLAB: usize = 0xff;
 /// The purge epoch the thread last handed its private lists over at.
 #[inline]
 pub fn purge_epoch() -> u32 {
-    (thread_words::load::<{ thread_words::HINT }>() >> 8) as u32
+    epoch_in_hint(thread_words::load::<{ thread_words::HINT }>())
+}
+
+/// The purge epoch a hint word holds.
+#[inline]
+pub const fn epoch_in_hint(hint: usize) -> u32 {
+    (hint >> 8) as u32
 }
 
 /// Records the purge epoch the thread handed its private lists over at.
@@ -230,6 +249,11 @@ mod exit {
             // call calloc, which reaches this allocator with the thread's
             // words already set.
             unsafe { libc::pthread_setspecific(key, core::ptr::without_provenance(value)) };
+            // Only a thread whose end is noticed may be nudged: its end
+            // removes the registration before its words go away.
+            if owns {
+                crate::nudge::register(slab);
+            }
         }
     }
 
@@ -297,7 +321,9 @@ mod fork {
     extern "C" fn child() {
         let owned = thread_words::load::<{ thread_words::OWNED }>();
         let current = thread_words::load::<{ thread_words::CURRENT }>();
-        ownership::reset_after_fork(is_owner(owned).then(|| layout::slab_of(owned_slab(owned))));
+        let mine = is_owner(owned).then(|| layout::slab_of(owned_slab(owned)));
+        ownership::reset_after_fork(mine);
+        crate::nudge::reset_after_fork(mine);
         crate::commit::reset_after_fork();
         occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
     }

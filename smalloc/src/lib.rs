@@ -21,6 +21,7 @@ mod hot_path;
 mod idle;
 pub mod layout;
 mod metadata;
+pub mod nudge;
 mod occupancy;
 pub mod ownership;
 mod pressure;

@@ -93,23 +93,25 @@ fn parse_ms(v: &[u8]) -> Option<u32> {
 /// hands its private lists over once per sweep.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
-/// Called on the cold path of free: the background thread is woken, or
-/// started if it never ran (and may run); without one, a sweep here once a
-/// delay has passed since the last.
+/// Called on the cold path of free: where one thread allocates, a sweep
+/// here once a delay has passed since the last; otherwise the background
+/// thread is woken, or started if it never ran (and may run).
 #[inline]
 pub fn cold_tick_freed() {
-    if !purger::runs() {
+    if !occupancy::many_threads_seen() {
+        sweep_if_due();
+    } else if !purger::runs() {
         cold_tick_slow();
     }
 }
 
-/// Called when an owner's private list ran dry: in a process without the
-/// background thread, a sweep here once a delay has passed (a program
-/// with one thread frees its own slots on its hot path, and may never free
-/// on a cold one).
+/// Called when an owner's private list ran dry: where one thread
+/// allocates, a sweep here once a delay has passed (a program with one
+/// thread frees its own slots on its hot path, and may never free on a
+/// cold one).
 #[inline]
 pub fn cold_tick_refill() {
-    if !purger::runs() {
+    if !occupancy::many_threads_seen() {
         sweep_if_due();
     }
 }
@@ -154,6 +156,12 @@ fn sweep_if_due() {
     // Relaxed: only decides when.
     if now.wrapping_sub(LAST_SWEEP_MS.load(Ordering::Relaxed)) >= u64::from(delay) {
         LAST_SWEEP_MS.store(now, Ordering::Relaxed);
+        // A process whose other threads never allocated (a server's I/O
+        // threads) may have the purge's thread too: when this thread's hot
+        // paths alone go on, it sweeps and nudges (`nudge`) in its stead.
+        if !purger::started() && sys::other_threads() {
+            purger::start_beside_others();
+        }
         background_sweep();
     }
 }
@@ -173,7 +181,7 @@ pub fn owner_tick(slab_addr: usize) {
 }
 
 /// The epoch bits a thread word keeps.
-const EPOCH_MASK: u32 = 0xff_ffff;
+pub const EPOCH_MASK: u32 = 0xff_ffff;
 
 /// The current purge epoch, as a thread word keeps it.
 #[inline]
@@ -441,7 +449,10 @@ fn sweep_slabs(force: bool, budget: usize, ended_only: bool) -> Swept {
             // background thread, give up their fresh runs too (a region
             // the thread stopped using can then be reset); an owner's
             // sweep on a cold free beside the background thread does not.
-            flush(slab_addr, force || !purger::runs());
+            flush(
+                slab_addr,
+                force || !purger::runs() || !occupancy::many_threads_seen(),
+            );
         } else if ownership::unowned() & bit != 0 && ownership::claim(slab) {
             flush(slab_addr, true);
             ownership::release(slab);
@@ -622,7 +633,7 @@ fn note_change(slab: usize, sc: u32, w: u64) -> u32 {
 /// Whether sweeps of lists in use give back their idle slots
 /// ([`idle`]): where the sweeping thread is the only one that allocates.
 fn idle_passes() -> bool {
-    !occupancy::many_threads_seen()
+    !occupancy::many_threads_seen() && is_owner(home_slab::owned())
 }
 
 /// Takes the shared list of (slab, size class) whole and puts back what

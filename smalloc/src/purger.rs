@@ -1,14 +1,17 @@
 //! The background thread that runs the purge's sweeps
 //! ([`purge`](crate::purge)): started by the first cold path that may leave
 //! something to give back (a free onto a shared list, a thread's end) once
-//! a second thread has allocated, it sleeps a purge delay, sweeps, and
-//! repeats while lists change; when a sweep finds nothing new it waits
-//! until a cold path wakes it (or a second passes). A thread's end cuts
+//! a second thread has allocated (or by the sweep of the one thread that
+//! allocates, once the process has others), it sleeps a purge delay,
+//! sweeps, nudges the owners that took no cold path since the sweep before
+//! ([`nudge`](crate::nudge)), and repeats while lists change; when a sweep
+//! finds nothing new it waits until a cold path wakes it (or a second
+//! passes). A thread's end cuts
 //! the wait short: the slabs whose owner ended are swept [`ENDED_DELAY_MS`]
 //! later ([`purge::ended_sweep`]). A process in which one
-//! thread ever allocated has none (a second thread would make
-//! `unshare(CLONE_NEWUSER)` fail and Python warn at `os.fork()`): it sweeps
-//! on its own cold frees and refills ([`purge::cold_tick_freed`],
+//! thread ever allocated and no other exists has none (a second thread
+//! would make `unshare(CLONE_NEWUSER)` fail and Python warn at
+//! `os.fork()`): it sweeps on its own cold frees and refills ([`purge::cold_tick_freed`],
 //! [`purge::cold_tick_refill`]).
 //!
 //! It never allocates, holds no lock of the C library, and has every
@@ -84,6 +87,23 @@ fn wake_slow(s: u32) -> bool {
     }
     // Relaxed: as above.
     STATE.load(Ordering::Relaxed) & !(WAITING | ENDED) == RUNNING
+}
+
+/// Whether the thread was ever started (or refused) in this process.
+#[inline]
+pub fn started() -> bool {
+    // Relaxed: a hint.
+    STATE.load(Ordering::Relaxed) != NONE
+}
+
+/// Starts the thread in a process where one thread allocates but others
+/// exist: it sweeps beside that thread's own sweeps and nudges it
+/// ([`nudge`](crate::nudge)). Cold paths only.
+#[cold]
+pub fn start_beside_others() {
+    if !cfg!(miri) && purge::delay_ms() != 0 {
+        start();
+    }
 }
 
 /// Called when a thread that allocated ends: the running thread sweeps the
@@ -166,7 +186,9 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
             last_ended = sys::coarse_ms();
             continue;
         }
-        if !purge::background_sweep().pending {
+        let swept = purge::background_sweep();
+        crate::nudge::idle_owners(purge::epoch());
+        if !swept.pending {
             idle_wait();
         }
         last = sys::coarse_ms();

@@ -123,6 +123,9 @@ pub struct Snapshot {
     /// Spans (runs of whole pages of freed slots below 64 KiB, between
     /// slots in use) given back by purges and trims, ever.
     pub purge_spans: u64,
+    /// Times the purge's thread nudged an owner that took no cold path for
+    /// a sweep onto one, so that it hands its private lists over, ever.
+    pub purge_nudges: u64,
     /// List walks that met a link naming no handed-out slot (only while
     /// threads allocate and free).
     pub walks_cut: u64,
@@ -163,6 +166,7 @@ impl Snapshot {
         purged_bytes: 0,
         purge_resets: 0,
         purge_spans: 0,
+        purge_nudges: 0,
         walks_cut: 0,
         counters: features::config::COUNTERS,
         events: [0; NUM_EVENTS],
@@ -224,6 +228,7 @@ pub fn snapshot() -> Snapshot {
     (s.big_count, s.big_bytes) = big::usage();
     (s.purged_bytes, s.purge_resets) = crate::purge::purged();
     s.purge_spans = crate::spans::given_back();
+    s.purge_nudges = crate::nudge::nudged();
     let Some(base) = crate::geometry::base() else {
         return s;
     };

@@ -144,6 +144,57 @@ pub fn read_file(path: &core::ffi::CStr, mut f: impl FnMut(&[u8])) -> bool {
     true
 }
 
+/// Whether the process has more than one thread now (`Threads:` of
+/// `/proc/self/status`; under qemu-user that counts the emulator's own
+/// threads too); false if that cannot be read.
+pub fn other_threads() -> bool {
+    let mut scan = ThreadsLine::default();
+    read_file(c"/proc/self/status", |bytes| {
+        bytes.iter().for_each(|&b| scan.feed(b))
+    }) && scan.threads > 1
+}
+
+/// Finds the number on the `Threads:` line of a `/proc/<pid>/status` text
+/// fed a byte at a time (no buffer of its own: this runs on the caller's
+/// stack, on a cold path of the allocator).
+#[derive(Default)]
+struct ThreadsLine {
+    /// Bytes of `Threads:` matched at the start of the current line;
+    /// `usize::MAX` once the line is another one.
+    matched: usize,
+    /// The number read (0 until then).
+    threads: u64,
+    /// Whether the digits are being read.
+    in_number: bool,
+}
+
+impl ThreadsLine {
+    const KEY: &[u8] = b"Threads:";
+
+    fn feed(&mut self, b: u8) {
+        if b == b'\n' {
+            self.matched = 0;
+            self.in_number = false;
+        } else if self.matched < Self::KEY.len() {
+            self.matched = if Self::KEY.get(self.matched) == Some(&b) {
+                self.matched + 1
+            } else {
+                usize::MAX
+            };
+        } else if self.matched == Self::KEY.len() {
+            if b.is_ascii_digit() {
+                self.in_number = true;
+                self.threads = self
+                    .threads
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(b - b'0'));
+            } else if self.in_number || !b.is_ascii_whitespace() {
+                self.matched = usize::MAX;
+            }
+        }
+    }
+}
+
 /// `MAP_NORESERVE`, which Miri's mmap shim refuses (it accepts exactly
 /// `MAP_PRIVATE | MAP_ANONYMOUS`; it reserves nothing anyway).
 #[cfg(not(miri))]
@@ -445,5 +496,27 @@ mod miri_maps {
             START[i].store(new, Ordering::Relaxed);
             LEN[i].store(len, Ordering::Relaxed);
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadsLine;
+
+    fn threads(text: &[u8]) -> u64 {
+        let mut scan = ThreadsLine::default();
+        text.iter().for_each(|&b| scan.feed(b));
+        scan.threads
+    }
+
+    #[test]
+    fn the_thread_count_is_read_from_its_line() {
+        let status =
+            b"Name:\tThreads: 7\nUmask:\t0022\nState:\tS (sleeping)\nThreads:\t5\nSigQ:\t0/1\n";
+        assert_eq!(threads(status), 5);
+        assert_eq!(threads(b"Threads:\t12"), 12);
+        assert_eq!(threads(b"Name:\tx\n"), 0);
+        assert_eq!(threads(b"Threads:\t\n"), 0);
+        assert_eq!(threads(b"XThreads:\t9\n"), 0);
     }
 }

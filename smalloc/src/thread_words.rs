@@ -19,7 +19,7 @@
 
 #[cfg(feature = "profile")]
 pub use tls::sub;
-pub use tls::{ALLOC, CURRENT, HINT, OWNED, load, store};
+pub use tls::{ALLOC, CURRENT, HINT, OWNED, address, load, store};
 
 /// The owned word of a thread that owns no slab (its initial value).
 pub const NOT_OWNER: usize = 1 << 63;
@@ -130,11 +130,11 @@ mod tls {
     #[cfg(all(target_arch = "aarch64", feature = "profile"))]
     pub use aarch64::sub;
     #[cfg(target_arch = "aarch64")]
-    pub use aarch64::{load, store};
+    pub use aarch64::{address, load, store};
     #[cfg(all(target_arch = "x86_64", feature = "profile"))]
     pub use x86_64::sub;
     #[cfg(target_arch = "x86_64")]
-    pub use x86_64::{load, store};
+    pub use x86_64::{address, load, store};
 
     #[cfg(target_arch = "x86_64")]
     mod x86_64 {
@@ -154,6 +154,21 @@ mod tls {
                 );
             }
             off
+        }
+
+        /// The address of the calling thread's words (the thread pointer,
+        /// which the C library keeps at `fs:0`, plus their offset).
+        pub fn address() -> Option<usize> {
+            let tp: usize;
+            // SAFETY: reads the thread control block's pointer to itself.
+            unsafe {
+                core::arch::asm!(
+                    "mov {tp}, qword ptr fs:0",
+                    tp = out(reg) tp,
+                    options(nostack, readonly, preserves_flags),
+                );
+            }
+            Some(tp.wrapping_add(offset()))
         }
 
         #[inline(always)]
@@ -231,6 +246,11 @@ mod tls {
                 );
             }
             at
+        }
+
+        /// The address of the calling thread's words.
+        pub fn address() -> Option<usize> {
+            Some(words())
         }
 
         #[inline(always)]
@@ -330,6 +350,11 @@ mod tls {
     fn key(i: usize) -> libc::pthread_key_t {
         // No key: every access reads null (a thread without a place).
         super::key_once(&KEYS[i], None).unwrap_or(libc::pthread_key_t::MAX)
+    }
+
+    /// The words have no address of their own here (each is a key's value).
+    pub fn address() -> Option<usize> {
+        None
     }
 
     pub fn load<const WORD: usize>() -> usize {

@@ -31,6 +31,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
+use smalloc::nudge::{self, EntryCell};
 use smalloc::ownership::{self, SetCell};
 use smalloc::private_list::{self, HeadCell};
 use smalloc::spans::{self, SpanWord};
@@ -83,6 +84,26 @@ impl SetCell for Set {
     }
     fn fetch_and(&self, bits: usize, order: Ordering) -> usize {
         self.0.fetch_and(bits, order)
+    }
+}
+
+struct Entry(AtomicUsize);
+
+impl EntryCell for Entry {
+    fn load(&self, order: Ordering) -> usize {
+        self.0.load(order)
+    }
+    fn store(&self, v: usize, order: Ordering) {
+        self.0.store(v, order)
+    }
+    fn compare_exchange(
+        &self,
+        c: usize,
+        n: usize,
+        s: Ordering,
+        f: Ordering,
+    ) -> Result<usize, usize> {
+        self.0.compare_exchange(c, n, s, f)
     }
 }
 
@@ -553,5 +574,37 @@ fn a_sweep_gives_a_span_back_while_others_pop_and_take_spans() {
             held.push(vec![2, 3]);
         }
         check_conservation(&slab, held);
+    });
+}
+
+/// The purging thread nudges an owner (writes its thread-local alloc word)
+/// while the owner gives its slab up and its thread ends, which frees its
+/// words: no nudge may touch them after the owner's `unregister_in`
+/// returns. The words are a loom cell, so an access that does not happen
+/// before their release is a data race loom reports. Built with `--cfg
+/// smalloc_blind_unregister` (the owner does not wait for a nudge under
+/// way) loom must find one.
+#[test]
+#[cfg_attr(smalloc_blind_unregister, should_panic)]
+fn a_nudge_never_touches_the_words_of_an_owner_that_gave_its_slab_up() {
+    model(|| {
+        // The words' address, registered (8-aligned, like a real one).
+        const WORDS: usize = 0x1000;
+        let entry = Arc::new(Entry(AtomicUsize::new(WORDS)));
+        let words = Arc::new(loom::cell::UnsafeCell::new(1usize));
+        let (e, w) = (entry.clone(), words.clone());
+        let purger = thread::spawn(move || {
+            nudge::nudge_in(&*e, |at| {
+                assert_eq!(at, WORDS);
+                // SAFETY: the registration is held: the owner waits.
+                w.with_mut(|p| unsafe { *p = 0 });
+            });
+        });
+        // The owner: gives the slab up, then its words go away.
+        nudge::unregister_in(&*entry, thread::yield_now);
+        // SAFETY: no nudge touches the words any more.
+        words.with_mut(|p| unsafe { *p = usize::MAX });
+        purger.join().unwrap();
+        assert_eq!(entry.0.load(Ordering::Relaxed), 0);
     });
 }

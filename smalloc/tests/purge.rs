@@ -158,6 +158,56 @@ fn a_peak_freed_by_a_sleeping_owner_is_given_back_where_it_reached_a_cold_path()
     assert!(after <= peak / 10, "resident {after} of a peak of {peak}");
 }
 
+#[test]
+fn owners_that_come_and_go_while_the_purging_thread_nudges_them() {
+    // Every sweep (one a millisecond) points the alloc word of each owner
+    // that took no cold path since the sweep before at the empty block;
+    // owners end meanwhile, and their thread-local words go away with
+    // them. Every block is checked, and no two live blocks share an
+    // address.
+    smalloc::set_purge_delay(Duration::from_millis(1));
+    let live = Arc::new(Mutex::new(HashSet::new()));
+    let start = Instant::now();
+    let mut rounds = 0;
+    while rounds < 40 || start.elapsed() < Duration::from_secs(2) {
+        let workers: Vec<_> = (0..6u64)
+            .map(|t| {
+                let live = live.clone();
+                thread::spawn(move || {
+                    let mut rng = Rng::new(rounds * 8 + t + 1);
+                    let mut kept = Vec::new();
+                    for i in 0..300u64 {
+                        let size = rng.log_size(16, 4096);
+                        let p = alloc(size, i);
+                        assert!(live.lock().unwrap().insert(p), "{p:#x} handed out twice");
+                        if i % 3 == 0 {
+                            thread::sleep(Duration::from_micros(50));
+                        }
+                        kept.push((p, size, i));
+                    }
+                    // Half back on this thread, half to the main thread.
+                    let theirs = kept.split_off(kept.len() / 2);
+                    for (p, size, tag) in kept {
+                        assert!(live.lock().unwrap().remove(&p));
+                        free(p, size, tag);
+                    }
+                    theirs
+                })
+            })
+            .collect();
+        for w in workers {
+            for (p, size, tag) in w.join().unwrap() {
+                assert!(live.lock().unwrap().remove(&p));
+                free(p, size, tag);
+            }
+        }
+        rounds += 1;
+    }
+    assert!(live.lock().unwrap().is_empty());
+    let s = stats::snapshot();
+    assert!(s.purge_nudges > 0, "no owner was nudged: {s:?}");
+}
+
 /// What threads racing the purge share: the addresses of live blocks,
 /// blocks one thread hands another to free, and the signal to stop.
 #[derive(Default)]

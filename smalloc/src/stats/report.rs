@@ -123,6 +123,11 @@ pub fn report(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
         s.purge_spans,
         "Spans of freed slots given back by purges",
     )?;
+    count_line(
+        w,
+        s.purge_nudges,
+        "Owners nudged to hand their private lists over",
+    )?;
     let shared: u64 = s.used_classes().map(|(_, c)| c.shared_frees).sum();
     count_line(w, shared, "Frees onto shared lists (mod 2^32 per list)")?;
     let in_use = s.slabs.iter().filter(|l| l.handed_out_bytes != 0).count() as u64;
