@@ -204,8 +204,13 @@ fn owners_that_come_and_go_while_the_purging_thread_nudges_them() {
         rounds += 1;
     }
     assert!(live.lock().unwrap().is_empty());
+    // Thread words with an address of their own (not the pthread-key
+    // fallback) are nudged.
+    let nudged = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+        && !cfg!(smalloc_portable_tls)
+        && !cfg!(miri);
     let s = stats::snapshot();
-    assert!(s.purge_nudges > 0, "no owner was nudged: {s:?}");
+    assert_eq!(s.purge_nudges > 0, nudged, "{s:?}");
 }
 
 /// What threads racing the purge share: the addresses of live blocks,
