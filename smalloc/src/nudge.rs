@@ -186,16 +186,16 @@ pub(crate) fn idle_owners(epoch: u32) {
 }
 
 /// In a `fork` child: only the forking thread exists. It keeps its
-/// registration under `owned` (the slab it owns, if any); a nudge the
-/// parent's purging thread had under way is gone with it.
+/// registration, if it had one, under `owned` (the slab it owns, if any); a
+/// nudge the parent's purging thread had under way is gone with it.
 pub(crate) fn reset_after_fork(owned: Option<usize>) {
     for (slab, entry) in WORDS.iter().enumerate() {
+        // Relaxed: the child has one thread.
         let keep = if owned == Some(slab) {
-            thread_words::address().unwrap_or(0)
+            entry.load(Ordering::Relaxed) & !BUSY
         } else {
             0
         };
-        // Relaxed: the child has one thread.
         entry.store(keep, Ordering::Relaxed);
     }
 }

@@ -160,7 +160,7 @@ fn sweep_if_due() {
         // threads) may have the purge's thread too: when this thread's hot
         // paths alone go on, it sweeps and nudges (`nudge`) in its stead.
         if !purger::started() && sys::other_threads() {
-            purger::start_beside_others();
+            purger::start();
         }
         background_sweep();
     }

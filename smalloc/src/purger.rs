@@ -96,16 +96,6 @@ pub fn started() -> bool {
     STATE.load(Ordering::Relaxed) != NONE
 }
 
-/// Starts the thread in a process where one thread allocates but others
-/// exist: it sweeps beside that thread's own sweeps and nudges it
-/// ([`nudge`](crate::nudge)). Cold paths only.
-#[cold]
-pub fn start_beside_others() {
-    if !cfg!(miri) && purge::delay_ms() != 0 {
-        start();
-    }
-}
-
 /// Called when a thread that allocated ends: the running thread sweeps the
 /// slabs whose owner ended soon ([`ENDED_DELAY_MS`]), not a whole delay
 /// later; otherwise as [`wake`]. Not on any allocation path.
@@ -119,10 +109,12 @@ pub fn thread_ended() {
 /// Whether the `fork` handlers were registered.
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
-/// Starts the thread (once; again in a fork child).
+/// Starts the thread (once; again in a fork child). Also called by the
+/// sweep of the one thread that allocates once others exist: the thread
+/// then sweeps beside it and nudges it ([`nudge`](crate::nudge)).
 #[cold]
 #[inline(never)]
-fn start() {
+pub fn start() {
     // Relaxed: only decides who starts it.
     if STATE
         .compare_exchange(NONE, STARTING, Ordering::Relaxed, Ordering::Relaxed)
