@@ -9,7 +9,7 @@
 #   fuzz     the four cargo-fuzz targets (GlobalAlloc, C entry points, the
 #            secure mode's checks, four threads interleaved by the input)
 #   coverage what the fuzz step's corpora cover of smalloc/src (llvm-cov)
-#   stress   the stress example with 2x and 16x as many threads as cores
+#   stress   the stress example with 2x and 32x as many threads as cores
 #
 # Usage: devutils/verify.sh [--long] [STEP...]
 #   default budgets: fuzz 60 s per target, stress 60 s per thread count
@@ -17,7 +17,7 @@
 #                    each), stress 600 s per thread count
 #   STEP...:         run only these steps (default: all, in the order above)
 # Budgets can also be set directly: FUZZ_SECONDS, FUZZ_RUNS (-1: no limit),
-# STRESS_SECONDS.
+# STRESS_SECONDS, STRESS_THREADS (the thread counts, one run each).
 # Build products go to $VERIFY_TARGET_DIR (default target/verify).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -141,7 +141,8 @@ run_coverage() {
 run_stress() {
     cargo build --release -p smalloc --example stress --target-dir "$T/stress"
     cores=$(nproc)
-    for threads in $((2 * cores)) $((16 * cores)); do
+    # 32x: on 2 cores, 64 threads: four for each slab.
+    for threads in ${STRESS_THREADS:-$((2 * cores)) $((32 * cores))}; do
         echo "== stress: $threads threads for ${STRESS_SECONDS}s"
         "$T/stress/release/examples/stress" --threads "$threads" \
             --seconds "$STRESS_SECONDS" --seed "${STRESS_SEED:-1}"

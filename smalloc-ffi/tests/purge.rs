@@ -62,6 +62,27 @@ fn a_peak_freed_is_given_back_within_a_second() {
     }
 }
 
+#[test]
+fn a_program_with_one_thread_that_asked_for_the_purging_thread_gets_its_peak_back_while_it_sleeps()
+{
+    let dir = scratch_dir("purge-peakfree-one-thread");
+    let exe = peakfree(&dir);
+    let run = |asked: bool| {
+        let mut cmd = target_command(&exe);
+        preloaded(&mut cmd).args(["-t", "0", "-m", "256M", "-s", "1.2", "-b", "40"]);
+        if asked {
+            cmd.env("SMALLOC_PURGE_THREAD", "1");
+        }
+        let out = cmd.output().expect("run peakfree");
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        out.status.code()
+    };
+    // Unasked, nothing sweeps while the one thread sleeps: all is kept
+    // (peakfree's -b fails), which shows the bound can fail.
+    assert_eq!(run(false), Some(1));
+    assert_eq!(run(true), Some(0));
+}
+
 /// Runs the test program `file` with a sweep every millisecond; it prints
 /// `expect` when its checks pass.
 fn with_a_sweep_every_millisecond(file: &str, expect: &str) {

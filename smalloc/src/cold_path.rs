@@ -332,8 +332,9 @@ fn step_slots(sc: u32) -> u32 {
 fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
     let n = layout::num_slots(sc);
     let tail = &shared(slab_addr, sc).tail;
-    // Relaxed throughout: the tail hands out numbers of slots nobody ever
-    // wrote; no data is published with it.
+    // Relaxed, but for the claim's Acquire: the tail hands out numbers of
+    // slots nobody ever wrote, or that a region reset read last (its
+    // Release store of the tail).
     let mut t = tail.load(Ordering::Relaxed);
     loop {
         if t >= n {
@@ -346,7 +347,7 @@ fn claim_tail(slab_addr: usize, sc: u32, step: bool) -> Option<(u32, u32)> {
         let end = t
             .saturating_add(if step { step_slots(sc) } else { 1 })
             .min(n);
-        match tail.compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed) {
+        match tail.compare_exchange_weak(t, end, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) if commit::commit(slab_addr, sc, layout::slots_end(sc, end)) => {
                 pressure::claimed_tail(shared(slab_addr, sc), sc, t, end);
                 return Some((t, end));

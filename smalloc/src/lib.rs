@@ -158,6 +158,18 @@ pub fn set_purge_delay(delay: core::time::Duration) {
     purge::set_delay_ms(ms);
 }
 
+/// Starts the background thread that gives freed memory back, also in a
+/// process where one thread allocates, which otherwise has none and gives
+/// memory back only on its own cold paths (so not while it sleeps). The
+/// same as `SMALLOC_PURGE_THREAD=1` in the environment, which starts it at
+/// that thread's first sweep. Returns whether the thread runs: it does not
+/// start while the purge delay is 0 (but when one is set), nor if the C
+/// library refused a thread. Why a process with one thread has no such thread
+/// unasked: docs/memory.md.
+pub fn start_purge_thread() -> bool {
+    purger::want()
+}
+
 /// Gives up the 8 TiB reservation: from now on the layout is mapped on
 /// demand, as under an address-space limit, and everything of it that no
 /// region has committed is unmapped (live blocks stay where they are).

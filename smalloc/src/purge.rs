@@ -94,12 +94,17 @@ fn parse_ms(v: &[u8]) -> Option<u32> {
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
 /// Called on the cold path of free: where one thread allocates, a sweep
-/// here once a delay has passed since the last; otherwise the background
-/// thread is woken, or started if it never ran (and may run).
+/// here once a delay has passed since the last; the background thread,
+/// where it runs, is woken, or started if it never ran (and may run).
 #[inline]
 pub fn cold_tick_freed() {
     if !occupancy::many_threads_seen() {
         sweep_if_due();
+        // The thread may run beside this one (other threads exist, or the
+        // program asked for it): a free wakes it as anywhere else.
+        if purger::started() && !purger::runs() {
+            purger::wake();
+        }
     } else if !purger::runs() {
         cold_tick_slow();
     }
@@ -157,9 +162,10 @@ fn sweep_if_due() {
     if now.wrapping_sub(LAST_SWEEP_MS.load(Ordering::Relaxed)) >= u64::from(delay) {
         LAST_SWEEP_MS.store(now, Ordering::Relaxed);
         // A process whose other threads never allocated (a server's I/O
-        // threads) may have the purge's thread too: when this thread's hot
-        // paths alone go on, it sweeps and nudges (`nudge`) in its stead.
-        if !purger::started() && sys::other_threads() {
+        // threads), or that asked for it, has the purge's thread too: when
+        // this thread's hot paths alone go on, or it sleeps, it sweeps and
+        // nudges (`nudge`) in its stead.
+        if !purger::started() && (purger::wanted() || sys::other_threads()) {
             purger::start();
         }
         background_sweep();
@@ -690,7 +696,8 @@ fn reset(slab_addr: usize, sc: u32, tail: u32, out: &mut Swept) -> bool {
     let released = unsafe { zeroed::release_to_zero(sys::ptr_at(region), len) };
     // Relaxed: a counter's bound only (`pressure`); claims wait for the tail.
     line.high.store(0, Ordering::Relaxed);
-    // Release: the pages were given back before anyone claims them anew.
+    // Release (to the claim's Acquire): the links were read and the pages
+    // given back before anyone claims the slots anew.
     line.tail.store(0, Ordering::Release);
     // Locked pages stay (zeroed, not given back).
     let resident = if released { resident } else { 0 };

@@ -9,10 +9,10 @@
 //! passes). A thread's end cuts
 //! the wait short: the slabs whose owner ended are swept [`ENDED_DELAY_MS`]
 //! later ([`purge::ended_sweep`]). A process in which one
-//! thread ever allocated and no other exists has none (a second thread
-//! would make `unshare(CLONE_NEWUSER)` fail and Python warn at
-//! `os.fork()`): it sweeps on its own cold frees and refills ([`purge::cold_tick_freed`],
-//! [`purge::cold_tick_refill`]).
+//! thread ever allocated and no other exists has none unless it asks
+//! ([`wanted`]; a second thread would make `unshare(CLONE_NEWUSER)` fail
+//! and Python warn at `os.fork()`): it sweeps on its own cold frees and
+//! refills ([`purge::cold_tick_freed`], [`purge::cold_tick_refill`]).
 //!
 //! It never allocates, holds no lock of the C library, and has every
 //! signal blocked. Across `fork` (`pthread_atfork`): the forking thread
@@ -21,7 +21,7 @@
 //! starts it.
 
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use crate::{occupancy, purge, sys};
 
@@ -82,10 +82,19 @@ fn wake_slow(s: u32) -> bool {
         }
         return true;
     }
-    if s == NONE && !cfg!(miri) && occupancy::many_threads_seen() && purge::delay_ms() != 0 {
+    if s == NONE
+        && !cfg!(miri)
+        && (occupancy::many_threads_seen() || wanted())
+        && purge::delay_ms() != 0
+    {
         start();
     }
-    // Relaxed: as above.
+    running()
+}
+
+/// Whether the thread runs (sweeping, asleep or waiting for a wake).
+fn running() -> bool {
+    // Relaxed: a hint.
     STATE.load(Ordering::Relaxed) & !(WAITING | ENDED) == RUNNING
 }
 
@@ -94,6 +103,40 @@ fn wake_slow(s: u32) -> bool {
 pub fn started() -> bool {
     // Relaxed: a hint.
     STATE.load(Ordering::Relaxed) != NONE
+}
+
+/// [`WANTED`] before the environment was read.
+const UNREAD: u8 = 2;
+
+/// Whether the program asked for the thread also where one thread
+/// allocates: `SMALLOC_PURGE_THREAD=1` (read with `secure_getenv` on first
+/// use), or [`want`].
+static WANTED: AtomicU8 = AtomicU8::new(UNREAD);
+
+/// Whether the program asked for the thread where one thread allocates
+/// (then that thread's first sweep starts it). Cold paths only.
+pub fn wanted() -> bool {
+    // Relaxed: a setting; nothing is published with it.
+    let w = WANTED.load(Ordering::Relaxed);
+    if w != UNREAD {
+        return w == 1;
+    }
+    let on = !cfg!(miri) && sys::env(c"SMALLOC_PURGE_THREAD") == Some(&b"1"[..]);
+    // A `want` meanwhile wins. Relaxed: as above.
+    let _ = WANTED.compare_exchange(UNREAD, u8::from(on), Ordering::Relaxed, Ordering::Relaxed);
+    WANTED.load(Ordering::Relaxed) == 1
+}
+
+/// The program asks for the thread in any process: started now unless
+/// purging is off (a delay of 0; it then starts when a delay is set).
+/// Returns whether it runs.
+pub fn want() -> bool {
+    // Relaxed: as in `wanted`.
+    WANTED.store(1, Ordering::Relaxed);
+    if !cfg!(miri) && purge::delay_ms() != 0 {
+        start();
+    }
+    running()
 }
 
 /// Called when a thread that allocated ends: the running thread sweeps the

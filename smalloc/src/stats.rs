@@ -24,8 +24,9 @@ pub use report::report;
 
 use core::sync::atomic::Ordering;
 
-use crate::features::links::read_link;
+use crate::features::links::SharedLinks;
 use crate::features::{self, NUM_EVENTS};
+use crate::free_list::LinkStore;
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
 use crate::{big, commit, occupancy, ownership, sys};
@@ -376,9 +377,11 @@ fn walk(
             let (first, len) = sys::whole_pages(slot + 1, slot + size);
             *t += sys::resident(first, len) as u64;
         }
-        // Checked above before it is followed (a bad link of the secure
-        // mode is never in range).
-        link = read_link(slot);
+        // SAFETY: `link` names a slot of this region. The list is not ours:
+        // the slot may be handed out meanwhile, as in a pop of a shared
+        // list, and what is read is checked above before it is followed (a
+        // bad link of the secure mode is never in range).
+        link = unsafe { SharedLinks { region }.load_link(link) };
     }
     n
 }

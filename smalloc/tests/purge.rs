@@ -805,3 +805,49 @@ fn spans_over_locked_pages_come_back_zeroed() {
         free(blocks[i], SIZE, i as u64);
     }
 }
+
+/// Whether a thread of this process is named `smalloc-purge`.
+fn purging_thread_exists() -> bool {
+    std::fs::read_dir("/proc/self/task").unwrap().any(|t| {
+        let comm = std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap_or_default();
+        comm.trim_end() == "smalloc-purge"
+    })
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "no purging thread under Miri")]
+fn the_purging_thread_asked_for_starts_at_once_and_sweeps() {
+    // This process has two threads that allocate (the test's and libtest's),
+    // so it may have started already: that it starts where one thread
+    // allocates is shown by the C library's tests (purge.rs there).
+    assert!(smalloc::start_purge_thread());
+    assert!(purging_thread_exists(), "asked for, not started");
+    smalloc::set_purge_delay(Duration::from_millis(20));
+    // Slots freed go back with no call from the program.
+    let blocks: Vec<usize> = (0..64).map(|i| alloc(1 << 20, i)).collect();
+    for (i, p) in blocks.into_iter().enumerate() {
+        free(p, 1 << 20, i as u64);
+    }
+    let before = stats::snapshot().purged_bytes;
+    let t = Instant::now();
+    while stats::snapshot().purged_bytes == before {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nothing given back in 10 s"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "no purging thread under Miri")]
+fn the_purging_thread_asked_for_with_purging_off_starts_when_a_delay_is_set() {
+    smalloc::set_purge_delay(Duration::ZERO);
+    // libtest's thread and the test's may have started it already (a cold
+    // free before the line above): it then runs, idle.
+    let already = purging_thread_exists();
+    assert_eq!(smalloc::start_purge_thread(), already);
+    assert_eq!(purging_thread_exists(), already, "started with purging off");
+    smalloc::set_purge_delay(Duration::from_millis(20));
+    assert!(purging_thread_exists(), "no thread once a delay was set");
+}
