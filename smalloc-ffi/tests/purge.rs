@@ -230,6 +230,75 @@ fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
+/// Two threads allocate; the second frees the first's blocks (cold frees,
+/// which start the purging thread where it may run) and ends. Prints
+/// whether a thread named `smalloc-purge` exists afterwards. After
+/// [`STATUS_C`].
+const TWO_THREADS: &str = r#"
+#include <dirent.h>
+#include <pthread.h>
+
+enum { N = 20000 };
+static char *p[N];
+
+static void *freer(void *arg) {
+    (void)arg;
+    for (int i = 0; i < N; i++) {
+        char *q = malloc(100);
+        free(q);
+        free(p[i]);
+    }
+    return NULL;
+}
+
+static int purging_thread(void) {
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d))) {
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof comm, f) && !strcmp(comm, "smalloc-purge\n")) found = 1;
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+int main(void) {
+    pthread_t t;
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(64 << (i % 8));
+        memset(p[i], 1, 64);
+    }
+    if (pthread_create(&t, NULL, freer, NULL) || pthread_join(t, NULL)) return 2;
+    usleep(100000);
+    char *q = malloc(64);
+    memset(q, 2, 64);
+    free(q);
+    printf("purging thread %d\n", purging_thread());
+    fprintf(stderr, "threads %ld\n", status("Threads:"));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_program_that_asks_for_no_purging_thread_gets_none() {
+    let exe = one_thread_program("no-thread", TWO_THREADS);
+    let run = |env: Option<&str>| {
+        let mut cmd = target_command(&exe);
+        preloaded(&mut cmd);
+        if let Some(v) = env {
+            cmd.env("SMALLOC_PURGE_THREAD", v);
+        }
+        String::from_utf8(run_ok(&mut cmd).stdout).unwrap()
+    };
+    // Unasked, the second thread's frees start it; asked for none, nothing.
+    assert_eq!(run(None), "purging thread 1\n");
+    assert_eq!(run(Some("0")), "purging thread 0\n");
+}
+
 /// A server's shape: one thread allocates; another (an I/O thread) exists
 /// and never allocates. The first frees a peak of small blocks on its hot
 /// path (onto its private lists), then only allocates and frees one small

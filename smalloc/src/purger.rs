@@ -10,7 +10,7 @@
 //! the wait short: the slabs whose owner ended are swept [`ENDED_DELAY_MS`]
 //! later ([`purge::ended_sweep`]). A process in which one
 //! thread ever allocated and no other exists has none unless it asks
-//! ([`wanted`]; a second thread would make `unshare(CLONE_NEWUSER)` fail
+//! ([`wanted`]; a program may also ask for none at all; a second thread would make `unshare(CLONE_NEWUSER)` fail
 //! and Python warn at `os.fork()`): it sweeps on its own cold frees and
 //! refills ([`purge::cold_tick_freed`], [`purge::cold_tick_refill`]).
 //!
@@ -31,7 +31,9 @@ const NONE: u32 = 0;
 const STARTING: u32 = 1;
 /// The thread runs.
 const RUNNING: u32 = 2;
-/// The C library refused a thread: purges happen on request only.
+/// The C library refused a thread, or the program asked for none: purges
+/// happen on request only (and on the cold paths of a process where one
+/// thread allocates).
 const FAILED: u32 = 3;
 /// With [`RUNNING`]: the thread waits for a wake (the word is its futex).
 const WAITING: u32 = 4;
@@ -105,34 +107,51 @@ pub fn started() -> bool {
     STATE.load(Ordering::Relaxed) != NONE
 }
 
-/// [`WANTED`] before the environment was read.
-const UNREAD: u8 = 2;
+/// [`SETTING`]: the thread as this file decides (the default).
+const AUTO: u8 = 0;
+/// [`SETTING`]: also where one thread allocates.
+const ALWAYS: u8 = 1;
+/// [`SETTING`]: never (the process then sweeps as one with a thread the C
+/// library refused).
+const NEVER: u8 = 2;
+/// [`SETTING`] before the environment was read.
+const UNREAD: u8 = 3;
 
 /// Whether the program asked for the thread also where one thread
-/// allocates: `SMALLOC_PURGE_THREAD=1` (read with `secure_getenv` on first
-/// use), or [`want`].
-static WANTED: AtomicU8 = AtomicU8::new(UNREAD);
+/// allocates, or for none at all: `SMALLOC_PURGE_THREAD` `1` or `0` (read
+/// with `secure_getenv` on first use), or [`want`].
+static SETTING: AtomicU8 = AtomicU8::new(UNREAD);
+
+/// The program's [`SETTING`], read on first use.
+fn setting() -> u8 {
+    // Relaxed: a setting; nothing is published with it.
+    let s = SETTING.load(Ordering::Relaxed);
+    if s != UNREAD {
+        return s;
+    }
+    let env = match sys::env(c"SMALLOC_PURGE_THREAD") {
+        _ if cfg!(miri) => AUTO,
+        Some(b"1") => ALWAYS,
+        Some(b"0") => NEVER,
+        _ => AUTO,
+    };
+    // A `want` meanwhile wins. Relaxed: as above.
+    let _ = SETTING.compare_exchange(UNREAD, env, Ordering::Relaxed, Ordering::Relaxed);
+    SETTING.load(Ordering::Relaxed)
+}
 
 /// Whether the program asked for the thread where one thread allocates
 /// (then that thread's first sweep starts it). Cold paths only.
 pub fn wanted() -> bool {
-    // Relaxed: a setting; nothing is published with it.
-    let w = WANTED.load(Ordering::Relaxed);
-    if w != UNREAD {
-        return w == 1;
-    }
-    let on = !cfg!(miri) && sys::env(c"SMALLOC_PURGE_THREAD") == Some(&b"1"[..]);
-    // A `want` meanwhile wins. Relaxed: as above.
-    let _ = WANTED.compare_exchange(UNREAD, u8::from(on), Ordering::Relaxed, Ordering::Relaxed);
-    WANTED.load(Ordering::Relaxed) == 1
+    setting() == ALWAYS
 }
 
 /// The program asks for the thread in any process: started now unless
 /// purging is off (a delay of 0; it then starts when a delay is set).
 /// Returns whether it runs.
 pub fn want() -> bool {
-    // Relaxed: as in `wanted`.
-    WANTED.store(1, Ordering::Relaxed);
+    // Relaxed: as in `setting`.
+    SETTING.store(ALWAYS, Ordering::Relaxed);
     if !cfg!(miri) && purge::delay_ms() != 0 {
         start();
     }
@@ -163,6 +182,11 @@ pub fn start() {
         .compare_exchange(NONE, STARTING, Ordering::Relaxed, Ordering::Relaxed)
         .is_err()
     {
+        return;
+    }
+    if setting() == NEVER {
+        // Relaxed: as below.
+        STATE.store(FAILED, Ordering::Relaxed);
         return;
     }
     // Relaxed: only decides who registers.
