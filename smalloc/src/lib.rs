@@ -163,9 +163,10 @@ pub fn set_purge_delay(delay: core::time::Duration) {
 /// memory back only on its own cold paths (so not while it sleeps). The
 /// same as `SMALLOC_PURGE_THREAD=1` in the environment, which starts it at
 /// that thread's first sweep. Returns whether the thread runs: it does not
-/// start while the purge delay is 0 (but when one is set), nor if the C
-/// library refused a thread. Why a process with one thread has no such thread
-/// unasked: docs/memory.md.
+/// start while the purge delay is 0 (but when one is set), nor where the C
+/// library refused a thread or `SMALLOC_PURGE_THREAD=0` kept it from
+/// starting earlier. Why a process with one thread has none unasked:
+/// docs/design.md (the purge, "Who").
 pub fn start_purge_thread() -> bool {
     purger::want()
 }

@@ -10,9 +10,10 @@
 //! the wait short: the slabs whose owner ended are swept [`ENDED_DELAY_MS`]
 //! later ([`purge::ended_sweep`]). A process in which one
 //! thread ever allocated and no other exists has none unless it asks
-//! ([`wanted`]; a program may also ask for none at all; a second thread would make `unshare(CLONE_NEWUSER)` fail
-//! and Python warn at `os.fork()`): it sweeps on its own cold frees and
-//! refills ([`purge::cold_tick_freed`], [`purge::cold_tick_refill`]).
+//! ([`wanted`]; a program may also ask for none at all): a second thread
+//! would make `unshare(CLONE_NEWUSER)` fail and Python warn at
+//! `os.fork()`. It sweeps on its own cold frees and refills
+//! ([`purge::cold_tick_freed`], [`purge::cold_tick_refill`]).
 //!
 //! It never allocates, holds no lock of the C library, and has every
 //! signal blocked. Across `fork` (`pthread_atfork`): the forking thread
