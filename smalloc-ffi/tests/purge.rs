@@ -69,7 +69,11 @@ fn a_program_with_one_thread_that_asked_for_the_purging_thread_gets_its_peak_bac
     let exe = peakfree(&dir);
     let run = |asked: bool| {
         let mut cmd = target_command(&exe);
-        preloaded(&mut cmd).args(["-t", "0", "-m", "256M", "-s", "1.2", "-b", "40"]);
+        // A delay of 100 ms: two sweeps well within the second, on a
+        // loaded machine too.
+        preloaded(&mut cmd)
+            .args(["-t", "0", "-m", "256M", "-s", "1.2", "-b", "40"])
+            .env("SMALLOC_PURGE_DELAY_MS", "100");
         if asked {
             cmd.env("SMALLOC_PURGE_THREAD", "1");
         }
