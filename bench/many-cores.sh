@@ -13,7 +13,9 @@
 # LD_PRELOAD programs (PROGRAMS, default larson xmalloc-test cache-scratch
 # mstress kv heapread, at THREADS, default 16 32 64, RUNS 3 interleaved, through
 # bench/preload/run.sh) and `bench --compare --threads BENCH_THREADS`
-# (default 16,64), writing each table to $OUT (default /tmp/many-cores).
+# (default 16,64), writing each table to $OUT (default /tmp/many-cores);
+# then `peakfree` (a 1 GiB peak freed; the resident set after it) once under
+# each allocator for each of PEAKFREE (default "-t 16;-t 16 -w idle;-t 64").
 # Only the interleaved LD_PRELOAD runs compare smalloc with "before"
 # reliably; bench rows run one allocator after another within a row.
 set -euo pipefail
@@ -36,7 +38,7 @@ pack() {
         (cd "$wt" && CARGO_TARGET_DIR="$target/many-cores-build" cargo build --release --quiet -p smalloc-ffi)
         cp "$target/many-cores-build/release/libsmalloc.so" "$dir/lib/before.so"
     fi
-    for p in measure $programs; do
+    for p in measure peakfree $programs; do
         cc -O2 -std=gnu11 -pthread -o "$dir/bin/$p" "$root/bench/preload/$p.c"
     done
     libdir="/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
@@ -63,6 +65,16 @@ run() {
     timeout "${BENCH_TIMEOUT:-200}" "$dir/bin/bench" --compare --threads "${BENCH_THREADS:-16,64}" \
         >"$out/bench.txt" 2>&1 || true
     grep -A60 "== summary" "$out/bench.txt" || tail -20 "$out/bench.txt"
+    local args a
+    IFS=';' read -ra peakfree_runs <<<"${PEAKFREE:--t 16;-t 16 -w idle;-t 64}"
+    for args in "${peakfree_runs[@]}"; do
+        for a in $allocs; do
+            lib="$(case "$a" in glibc) ;; smalloc) echo "$dir/lib/smalloc.so" ;; *) echo "${a#*=}" ;; esac)"
+            # shellcheck disable=SC2086 # the arguments are split on purpose
+            printf '%s\t%s\t%s\n' "peakfree $args" "${a%%=*}" "$(LD_PRELOAD="$lib" timeout 30 "$dir/bin/peakfree" \
+                $args -s 1.1 2>&1 | awk '/peak_rss/ { p = $2 } /after_1.00s/ { r = $2 " " $3 " " $4 } END { print p " KiB peak, " r }')"
+        done
+    done | tee "$out/peakfree.txt"
 }
 
 case "$cmd" in

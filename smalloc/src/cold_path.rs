@@ -293,6 +293,7 @@ fn owner_take_large(slab_addr: usize, sc: u32) -> Option<Slot> {
     let count = tables(block).large_count(sc);
     // Relaxed: only the owner touches the count (see private_list).
     count.store(count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    purge::large_taken(layout::slab_of(slab_addr), sc);
     Some(slot(slab_addr, sc, link, false))
 }
 

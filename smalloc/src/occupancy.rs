@@ -12,9 +12,10 @@
 //! it ends (noticed by [`home_slab`](crate::home_slab)). Only cold paths
 //! touch this module.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::layout::{NUM_SLABS, THREAD_SLABS};
+use crate::sys;
 
 /// Live threads on each slab.
 static LIVE: [AtomicUsize; NUM_SLABS] = [const { AtomicUsize::new(0) }; NUM_SLABS];
@@ -53,12 +54,28 @@ pub fn many_threads_seen() -> bool {
     SEEN.load(Ordering::Relaxed) > 1
 }
 
+/// When a thread last took a home slab: coarse monotonic milliseconds,
+/// truncated (compared with wrapping arithmetic).
+static LAST_START_MS: AtomicU32 = AtomicU32::new(0);
+
+/// Whether a thread took a home slab within the last `ms` milliseconds
+/// (the calling thread's own start counts).
+pub fn started_within(ms: u32) -> bool {
+    // Relaxed: a hint (see `take`).
+    let last = LAST_START_MS.load(Ordering::Relaxed);
+    (sys::coarse_ms() as u32).wrapping_sub(last) < ms
+}
+
 /// Takes the home slab for a new thread: the one with the fewest live
 /// threads, the lowest number among equals, and counts the thread there.
 pub fn take() -> usize {
     // Relaxed: see `many_threads_seen`.
     if SEEN.load(Ordering::Relaxed) < 2 {
         SEEN.fetch_add(1, Ordering::Relaxed);
+    }
+    if !cfg!(miri) {
+        // Relaxed: a hint for the purging thread (`purger::thread_ended`).
+        LAST_START_MS.store(sys::coarse_ms() as u32, Ordering::Relaxed);
     }
     // Relaxed throughout this module: the counts are a placement hint, not
     // a synchronization of data. The compare-and-swap only keeps two

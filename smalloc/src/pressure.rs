@@ -6,10 +6,12 @@
 //! from some size classes to others (a parse of big buffers, then one of
 //! small nodes or of buffers of another size) does not keep both resident
 //! until the purge delay has passed. A program at a steady state reuses its
-//! freed slots and claims nothing, so nothing is given back under it. Why,
-//! measured: docs/decisions.md ("New memory against freed large slots").
+//! freed slots and claims nothing, so nothing is given back under it; one
+//! that uses slots again within milliseconds of their release gets fewer
+//! releases ([`BACKOFF`]). Why, measured: docs/decisions.md ("New memory
+//! against freed large slots").
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::layout;
 use crate::metadata::SharedLine;
@@ -56,6 +58,34 @@ fn release() {
     }
     // Relaxed: as in `claimed`.
     let budget = CLAIMED.swap(0, Ordering::Relaxed);
-    purge::release_large(budget);
+    // Relaxed: ours under the lock.
+    let w = BACKOFF.load(Ordering::Relaxed);
+    let (level, wait) = (w >> 8, w & 0xff);
+    let next = if wait > 0 {
+        w - 1
+    } else {
+        let (_, reused) = purge::release_large(budget);
+        if reused > 0 {
+            let level = (level + 1).min(MAX_LEVEL);
+            level << 8 | ((1 << level) - 1)
+        } else {
+            level.saturating_sub(1) << 8
+        }
+    };
+    // Relaxed: as above.
+    BACKOFF.store(next, Ordering::Relaxed);
     purge::unlock();
 }
+
+/// Releases pass by `2^b - 1` times after one that found a list used again
+/// soon after an earlier release gave its pages back (`purge::SOON_MS`;
+/// `b` in bits 8 and up, raised each such time and lowered each time none
+/// was, at most [`MAX_LEVEL`]; bits 0-7 the count still to pass): a
+/// program that reuses its large slots right after they went back while
+/// its heap grows (threads in rounds) gets fewer of them back only to fault
+/// them in again. Measured: docs/decisions.md ("New memory against freed
+/// large slots").
+static BACKOFF: AtomicU32 = AtomicU32::new(0);
+
+/// The highest backoff level: 1 release in 16.
+const MAX_LEVEL: u32 = 4;

@@ -729,12 +729,15 @@ pub fn release_slot(slot: usize, sc: u32) -> usize {
 /// (below [`RELEASE_SC`], whose pages go back when freed), largest classes
 /// first, until about `budget` bytes: the caller's own private lists of
 /// large slots, and the shared lists, each taken whole and put back (the
-/// caller holds the lock). Returns the bytes given back. See
+/// caller holds the lock). Returns the bytes given back and how many lists
+/// were used again since an earlier release gave their pages back. See
 /// [`pressure`](crate::pressure).
-pub fn release_large(budget: usize) -> usize {
+pub fn release_large(budget: usize) -> (usize, u32) {
     let Some(base) = geometry::base() else {
-        return 0;
+        return (0, 0);
     };
+    // Relaxed: a count; the lock orders the releases.
+    let mut reused = PRIVATE_REUSED.swap(0, Ordering::Relaxed);
     let owned = home_slab::owned();
     let mine = is_owner(owned).then(|| home_slab::owned_slab(owned));
     let used = occupancy::ever_used() | layout::RESERVED_SLABS;
@@ -748,15 +751,19 @@ pub fn release_large(budget: usize) -> usize {
             let count = t.large_count(sc).load(Ordering::Relaxed);
             let sig = u64::from(first) | u64::from(count) << 32;
             let slab = layout::slab_of(slab_addr);
-            if unchanged(&PRIVATE_AT_RELEASE, slab, sc, sig) {
+            if unchanged(&PRIVATE_AT_RELEASE, slab, sc, sig) && first != 0 {
                 let region = layout::region_addr(slab_addr, sc);
+                let before = released;
                 release_chain(region, sc, first, count, budget, &mut released);
+                if released > before {
+                    given_back(&PRIVATE_GIVEN_MS, slab, sc);
+                }
             }
         }
         for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
             // Relaxed: a request to stop early, as in `sweep`.
             if released >= budget || FORKING.load(Ordering::Relaxed) != 0 {
-                return released;
+                return (released, reused);
             }
             let slab_addr = layout::slab_addr(base, slab);
             let line = shared(slab_addr, sc);
@@ -767,7 +774,12 @@ pub fn release_large(budget: usize) -> usize {
             let quiet = w == seen.load(Ordering::Relaxed);
             if w as u32 == 0
                 || quiet && list_cell(&STATE, slab, sc).load(Ordering::Relaxed) & SWEPT != 0
-                || !unchanged(&SHARED_AT_RELEASE, slab, sc, w)
+                || !may_release(
+                    slab,
+                    sc,
+                    unchanged(&SHARED_AT_RELEASE, slab, sc, w),
+                    &mut reused,
+                )
             {
                 continue;
             }
@@ -778,7 +790,11 @@ pub fn release_large(budget: usize) -> usize {
             // Relaxed: the tail hands out slot numbers only (see `claim_tail`).
             let tail = line.tail.load(Ordering::Relaxed);
             let region = layout::region_addr(slab_addr, sc);
+            let before = released;
             let last = release_chain(region, sc, first, tail, budget, &mut released);
+            if released > before {
+                given_back(&SHARED_GIVEN_MS, slab, sc);
+            }
             // SAFETY: the chain was on this list; we took it and hold it
             // whole; `last` is its last slot.
             let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
@@ -790,7 +806,69 @@ pub fn release_large(budget: usize) -> usize {
             }
         }
     }
-    released
+    (released, reused)
+}
+
+/// When [`release_large`] last gave pages of each (slab, size class)'s
+/// shared list, and of its owner's private list of large slots, back
+/// (coarse milliseconds, truncated; 0: not since the list was last used).
+static SHARED_GIVEN_MS: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
+/// See [`SHARED_GIVEN_MS`]. A pop leaves the private list's head and count
+/// as they were after the push before it, so its use is noted where a slot
+/// is taken from it ([`large_taken`]).
+static PRIVATE_GIVEN_MS: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
+    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
+
+/// A list used again within this many milliseconds of a release that gave
+/// its pages back counts as used again soon ([`release_large`]).
+const SOON_MS: u32 = 5;
+
+/// Private lists of large slots used again soon after [`release_large`]
+/// gave their pages back, not yet counted by it.
+static PRIVATE_REUSED: AtomicU32 = AtomicU32::new(0);
+
+/// Whether a list whose pages went back at `given` (0: not given back) and
+/// that is used again now was used again soon.
+fn soon(given: u32) -> bool {
+    given != 0 && (sys::coarse_ms() as u32).wrapping_sub(given) < SOON_MS
+}
+
+/// Called when a slot is taken from the private list of large slots of
+/// (slab, size class) (a cold path).
+#[inline]
+pub fn large_taken(slab: usize, sc: u32) {
+    let cell = list_cell(&PRIVATE_GIVEN_MS, slab, sc);
+    // Relaxed: a hint; the list's owner (or claimer) alone takes from it,
+    // and only the owner releases it.
+    let given = cell.load(Ordering::Relaxed);
+    if given != 0 {
+        cell.store(0, Ordering::Relaxed);
+        if soon(given) {
+            PRIVATE_REUSED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether [`release_large`] gives back the shared list of (slab, size
+/// class), given whether it is `same` as at its last look (its push
+/// counter changes with every use); counts in `reused` a list used again
+/// soon after its pages went back. The caller holds the lock.
+fn may_release(slab: usize, sc: u32, same: bool, reused: &mut u32) -> bool {
+    if !same {
+        // Relaxed: ours under the lock.
+        let given = list_cell(&SHARED_GIVEN_MS, slab, sc).swap(0, Ordering::Relaxed);
+        *reused += u32::from(soon(given));
+    }
+    same
+}
+
+/// Notes that [`release_large`] gave pages of the list back now (a look at
+/// a list whose pages are gone already changes nothing).
+fn given_back(table: &'static [[AtomicU32; NUM_SCS]; NUM_SLABS], slab: usize, sc: u32) {
+    // Relaxed: ours under the lock (and the private list's taker's, which
+    // clears it).
+    list_cell(table, slab, sc).store((sys::coarse_ms() as u32).max(1), Ordering::Relaxed);
 }
 
 /// Each (slab, size class)'s shared list's flh word, and the private list

@@ -54,6 +54,13 @@ const IDLE_WAIT_MS: u32 = 1000;
 /// ended").
 const ENDED_DELAY_MS: u32 = 10;
 
+/// A thread that ends within this long of a thread's start (its own, too)
+/// is taken for a program that replaces its threads, whose next ones reuse
+/// what it freed: its slab waits out the usual delay, not
+/// [`ENDED_DELAY_MS`]. Measured: docs/decisions.md ("Slabs of threads that
+/// ended").
+const CHURN_MS: u32 = 50;
+
 /// Whether the purging thread runs and does not wait (one load).
 #[inline(always)]
 pub fn runs() -> bool {
@@ -161,8 +168,13 @@ pub fn want() -> bool {
 
 /// Called when a thread that allocated ends: the running thread sweeps the
 /// slabs whose owner ended soon ([`ENDED_DELAY_MS`]), not a whole delay
-/// later; otherwise as [`wake`]. Not on any allocation path.
+/// later, unless a thread started within [`CHURN_MS`]; otherwise as
+/// [`wake`]. Not on any allocation path.
 pub fn thread_ended() {
+    if occupancy::started_within(CHURN_MS) {
+        wake();
+        return;
+    }
     // Relaxed: the futex word itself is the synchronization.
     if wake() && STATE.fetch_or(ENDED, Ordering::Relaxed) & ENDED == 0 {
         futex_wake(&STATE);
