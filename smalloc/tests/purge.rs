@@ -144,15 +144,31 @@ fn a_thread_replaced_at_once_leaves_what_it_freed_for_its_successor() {
         end_rx.recv().unwrap();
     });
     freed_rx.recv().unwrap();
-    let successor = thread::spawn(|| free(alloc(100, 7), 100, 7));
-    successor.join().unwrap();
+    // Short threads start one after another meanwhile (each start within a
+    // few milliseconds of the first thread's end, even on a loaded machine).
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                thread::spawn(|| free(alloc(100, 7), 100, 7)).join().unwrap();
+                thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(10));
     end_tx.send(()).unwrap();
     first.join().unwrap();
     // Ten times the delay a thread's end brings a sweep forward by.
     thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
     let s = stats::snapshot();
-    assert_eq!(s.purged_bytes, 0, "{s:?}");
-    assert_eq!(s.purge_resets, 0, "{s:?}");
+    assert_eq!(
+        (s.purged_bytes, s.purge_resets),
+        (0, 0),
+        "bytes given back, regions reset"
+    );
 }
 
 #[test]
