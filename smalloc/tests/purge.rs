@@ -151,7 +151,9 @@ fn a_thread_replaced_at_once_leaves_what_it_freed_for_its_successor() {
         let stop = stop.clone();
         thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                thread::spawn(|| free(alloc(100, 7), 100, 7)).join().unwrap();
+                thread::spawn(|| free(alloc(100, 7), 100, 7))
+                    .join()
+                    .unwrap();
                 thread::sleep(Duration::from_millis(1));
             }
         })
