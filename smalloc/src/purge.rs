@@ -730,7 +730,8 @@ pub fn release_slot(slot: usize, sc: u32) -> usize {
 /// first, until about `budget` bytes: the caller's own private lists of
 /// large slots, and the shared lists, each taken whole and put back (the
 /// caller holds the lock). Returns the bytes given back and how many lists
-/// were used again since an earlier release gave their pages back. See
+/// were used again within [`SOON_MS`] of a release that gave their pages
+/// back. See
 /// [`pressure`](crate::pressure).
 pub fn release_large(budget: usize) -> (usize, u32) {
     let Some(base) = geometry::base() else {
