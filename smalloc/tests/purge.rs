@@ -169,7 +169,7 @@ fn a_thread_replaced_at_once_leaves_what_it_freed_for_its_successor() {
     assert_eq!(
         (s.purged_bytes, s.purge_resets),
         (0, 0),
-        "bytes given back, regions reset"
+        "bytes given back, regions reset: {s:?}"
     );
 }
 
