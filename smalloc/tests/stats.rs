@@ -6,7 +6,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -350,15 +350,20 @@ fn snapshots_and_trims_while_threads_allocate_and_free() {
     let live: Arc<Mutex<HashSet<usize>>> = Arc::default();
     // A ring of blocks passed between threads, for cross-thread frees.
     let pass: Arc<Mutex<Vec<(usize, usize, u64)>>> = Arc::default();
+    // Operations so far, so that a slow machine (an emulator) runs on until
+    // there were enough of them.
+    let done: Arc<AtomicU64> = Arc::default();
     let workers: Vec<_> = (0..3)
         .map(|t| {
             let (stop, live, pass) = (stop.clone(), live.clone(), pass.clone());
+            let done = done.clone();
             thread::spawn(move || {
                 let mut rng = Rng::new(t + 1);
                 let mut mine: Vec<(usize, usize, u64)> = Vec::new();
                 let (mut ops, mut allocs) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     ops += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
                     if mine.len() < 200 && rng.below(2) == 0 {
                         let size = rng.log_size(8, 1 << 20);
                         let p = alloc(size, ops) as usize;
@@ -386,9 +391,12 @@ fn snapshots_and_trims_while_threads_allocate_and_free() {
             })
         })
         .collect();
-    let end = Instant::now() + Duration::from_secs(secs);
+    let start = Instant::now();
+    let (end, cap) = (Duration::from_secs(secs), Duration::from_secs(120));
     let mut snaps = 0;
-    while Instant::now() < end {
+    while start.elapsed() < end
+        || (snaps <= 10 || done.load(Ordering::Relaxed) <= 1000) && start.elapsed() < cap
+    {
         let s = stats::snapshot();
         assert!(s.live_slots() <= s.used_classes().map(|(_, c)| c.handed_out).sum());
         let mut text = String::new();
