@@ -236,12 +236,6 @@ pub fn flush(slab_addr: usize, fresh: bool) {
 /// ([`ended_sweep`]), one bit each.
 static ENDED_SLABS: AtomicUsize = AtomicUsize::new(0);
 
-/// Each (slab, size class)'s shared list's flh word when the slab's owner
-/// ended with slots on its private list (after it handed them over where
-/// it could): a list that still reads it is untouched since.
-static HANDED: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
-
 /// At the end of the thread that owns the slab at `slab_addr`: each of its
 /// private lists goes to its shared list where that takes one
 /// compare-and-swap (the shared list empty), so that a thread that takes
@@ -272,7 +266,7 @@ pub fn hand_over_at_end(slab_addr: usize) {
         // Relaxed: a hint (a push meanwhile makes it one that never
         // matches).
         let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
-        list_cell(&HANDED, slab, sc).store(w, Ordering::Relaxed);
+        record(slab, sc).handed.store(w, Ordering::Relaxed);
     }
     // Relaxed: a hint for the next sweep; the lists synchronize.
     ENDED_SLABS.fetch_or(1 << slab, Ordering::Relaxed);
@@ -344,29 +338,72 @@ fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
     true
 }
 
-/// What a sweep saw of each (slab, size class)'s shared list: its flh word.
-static SEEN: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
-
-/// And what it made of it: [`QUIET`], [`BACKOFF`], [`SWEPT`].
-static STATE: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
-
-/// The cell of (slab, size class) in a table of [`SEEN`]'s shape (indices
-/// reduced, so no bounds check and no panic is on any allocation path).
-#[inline]
-fn list_cell<T>(table: &'static [[T; NUM_SCS]; NUM_SLABS], slab: usize, sc: u32) -> &'static T {
-    &table[slab % NUM_SLABS][sc as usize % NUM_SCS]
+/// What the purge keeps of a (slab, size class)'s lists. One record per
+/// (slab, size class), so that a process on one slab touches one page of
+/// them (one table per field touched seven).
+#[repr(C)]
+struct ListRecord {
+    /// What a sweep saw of the shared list: its flh word.
+    seen: AtomicU64,
+    /// The shared list's flh word when the slab's owner ended with slots on
+    /// its private list (after it handed them over where it could): a list
+    /// that still reads it is untouched since.
+    handed: AtomicU64,
+    /// The shared list's flh word as [`release_large`] last saw it: a list
+    /// that changed since is in use, and keeps its pages.
+    shared_at_release: AtomicU64,
+    /// The same of the owner's private list of large slots, its head and
+    /// count.
+    private_at_release: AtomicU64,
+    /// What a sweep made of [`seen`](Self::seen): [`QUIET`], [`BACKOFF`],
+    /// [`SWEPT`].
+    state: AtomicU32,
+    /// When [`release_large`] last gave pages of the shared list back
+    /// (coarse milliseconds, truncated; 0: not since the list was last
+    /// used).
+    shared_given_ms: AtomicU32,
+    /// The same of the owner's private list of large slots. A pop leaves
+    /// that list's head and count as they were after the push before it,
+    /// so its use is noted where a slot is taken from it ([`large_taken`]).
+    private_given_ms: AtomicU32,
 }
 
-/// In a [`STATE`] word: sweeps that found the list unchanged (bits 0-7).
+/// Every [`ListRecord`], a slab's in a row; page-aligned so that slab 0's
+/// (the size classes up to [`MAX_SC`], 73 of 48 bytes) fit in one page.
+#[repr(C, align(4096))]
+struct ListRecords([[ListRecord; NUM_SCS]; NUM_SLABS]);
+
+static RECORDS: ListRecords = ListRecords(
+    [const {
+        [const {
+            ListRecord {
+                seen: AtomicU64::new(0),
+                handed: AtomicU64::new(0),
+                shared_at_release: AtomicU64::new(0),
+                private_at_release: AtomicU64::new(0),
+                state: AtomicU32::new(0),
+                shared_given_ms: AtomicU32::new(0),
+                private_given_ms: AtomicU32::new(0),
+            }
+        }; NUM_SCS]
+    }; NUM_SLABS],
+);
+
+/// The record of (slab, size class) (indices reduced, so no bounds check
+/// and no panic is on any allocation path).
+#[inline]
+fn record(slab: usize, sc: u32) -> &'static ListRecord {
+    &RECORDS.0[slab % NUM_SLABS][sc as usize % NUM_SCS]
+}
+
+/// In a [`state`](ListRecord::state) word: sweeps that found the list unchanged (bits 0-7).
 const QUIET: u32 = 0xff;
-/// In a [`STATE`] word: the list is swept once it was quiet for `1 << b`
+/// In a [`state`](ListRecord::state) word: the list is swept once it was quiet for `1 << b`
 /// sweeps, `b` here (bits 8-11): raised each time the list is used again
 /// after a sweep gave its memory back, so that memory a program keeps
 /// coming back to is not given back and faulted in again every delay.
 const BACKOFF: u32 = 0xf00;
-/// In a [`STATE`] word: the list was swept and has not changed since.
+/// In a [`state`](ListRecord::state) word: the list was swept and has not changed since.
 const SWEPT: u32 = 1 << 16;
 /// The largest backoff: a list used again after every sweep is swept after
 /// 32 delays of quiet (3.2 s by default).
@@ -387,7 +424,7 @@ pub fn purged() -> (u64, u64) {
     )
 }
 
-/// One sweep at a time (the [`SEEN`] table), and none across a `fork`.
+/// One sweep at a time (the [`ListRecord`]s), and none across a `fork`.
 static SWEEPING: AtomicBool = AtomicBool::new(false);
 
 /// Threads about to fork: sweeps stop between lists.
@@ -493,7 +530,7 @@ fn sweep_slabs(force: bool, budget: usize, ended_only: bool) -> Swept {
 /// `force`), adding to `out`.
 fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swept) {
     let line = shared(slab_addr, sc);
-    let (seen, state) = (list_cell(&SEEN, slab, sc), list_cell(&STATE, slab, sc));
+    let (seen, state) = (&record(slab, sc).seen, &record(slab, sc).state);
     // Relaxed: a first look; `take_all` synchronizes. The tables are ours
     // under the lock.
     let w = line.flh.load(Ordering::Relaxed);
@@ -580,7 +617,7 @@ fn ended_is_seen(slab_addr: usize, slab: usize) {
     for sc in MIN_SC..=MAX_SC {
         // Relaxed: a first look; the tables are ours under the lock.
         let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
-        if w != list_cell(&SEEN, slab, sc).load(Ordering::Relaxed) {
+        if w != record(slab, sc).seen.load(Ordering::Relaxed) {
             note_change(slab, sc, w);
         }
     }
@@ -605,8 +642,8 @@ fn sweep_what_ended_left(slab_addr: usize, slab: usize, taken_over: bool, out: &
         // Relaxed: a first look; the tables are ours under the lock (and
         // `HANDED` a hint).
         let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
-        if w == list_cell(&SEEN, slab, sc).load(Ordering::Relaxed)
-            || taken_over && w != list_cell(&HANDED, slab, sc).load(Ordering::Relaxed)
+        if w == record(slab, sc).seen.load(Ordering::Relaxed)
+            || taken_over && w != record(slab, sc).handed.load(Ordering::Relaxed)
         {
             continue;
         }
@@ -623,7 +660,7 @@ fn sweep_what_ended_left(slab_addr: usize, slab: usize, taken_over: bool, out: &
 /// after a sweep gave its memory back waits twice as long for the next.
 /// Returns the list's state word (the caller holds the lock).
 fn note_change(slab: usize, sc: u32, w: u64) -> u32 {
-    let (seen, state) = (list_cell(&SEEN, slab, sc), list_cell(&STATE, slab, sc));
+    let (seen, state) = (&record(slab, sc).seen, &record(slab, sc).state);
     // Relaxed: ours under the lock.
     seen.store(w, Ordering::Relaxed);
     let mut st = state.load(Ordering::Relaxed) & !QUIET;
@@ -752,12 +789,12 @@ pub fn release_large(budget: usize) -> (usize, u32) {
             let count = t.large_count(sc).load(Ordering::Relaxed);
             let sig = u64::from(first) | u64::from(count) << 32;
             let slab = layout::slab_of(slab_addr);
-            if unchanged(&PRIVATE_AT_RELEASE, slab, sc, sig) && first != 0 {
+            if unchanged(&record(slab, sc).private_at_release, sig) && first != 0 {
                 let region = layout::region_addr(slab_addr, sc);
                 let before = released;
                 release_chain(region, sc, first, count, budget, &mut released);
                 if released > before {
-                    given_back(&PRIVATE_GIVEN_MS, slab, sc);
+                    given_back(&record(slab, sc).private_given_ms);
                 }
             }
         }
@@ -768,17 +805,17 @@ pub fn release_large(budget: usize) -> (usize, u32) {
             }
             let slab_addr = layout::slab_addr(base, slab);
             let line = shared(slab_addr, sc);
-            let seen = list_cell(&SEEN, slab, sc);
+            let seen = &record(slab, sc).seen;
             // Relaxed: a first look; `take_all` synchronizes. The tables
             // are ours under the lock.
             let w = line.flh.load(Ordering::Relaxed);
             let quiet = w == seen.load(Ordering::Relaxed);
             if w as u32 == 0
-                || quiet && list_cell(&STATE, slab, sc).load(Ordering::Relaxed) & SWEPT != 0
+                || quiet && record(slab, sc).state.load(Ordering::Relaxed) & SWEPT != 0
                 || !may_release(
                     slab,
                     sc,
-                    unchanged(&SHARED_AT_RELEASE, slab, sc, w),
+                    unchanged(&record(slab, sc).shared_at_release, w),
                     &mut reused,
                 )
             {
@@ -794,13 +831,15 @@ pub fn release_large(budget: usize) -> (usize, u32) {
             let before = released;
             let last = release_chain(region, sc, first, tail, budget, &mut released);
             if released > before {
-                given_back(&SHARED_GIVEN_MS, slab, sc);
+                given_back(&record(slab, sc).shared_given_ms);
             }
             // SAFETY: the chain was on this list; we took it and hold it
             // whole; `last` is its last slot.
             let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
             // Relaxed: ours under the lock.
-            list_cell(&SHARED_AT_RELEASE, slab, sc).store(now, Ordering::Relaxed);
+            record(slab, sc)
+                .shared_at_release
+                .store(now, Ordering::Relaxed);
             if quiet {
                 // Our take and push are not a use: the list stays quiet.
                 seen.store(now, Ordering::Relaxed);
@@ -809,17 +848,6 @@ pub fn release_large(budget: usize) -> (usize, u32) {
     }
     (released, reused)
 }
-
-/// When [`release_large`] last gave pages of each (slab, size class)'s
-/// shared list, and of its owner's private list of large slots, back
-/// (coarse milliseconds, truncated; 0: not since the list was last used).
-static SHARED_GIVEN_MS: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
-/// See [`SHARED_GIVEN_MS`]. A pop leaves the private list's head and count
-/// as they were after the push before it, so its use is noted where a slot
-/// is taken from it ([`large_taken`]).
-static PRIVATE_GIVEN_MS: [[AtomicU32; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU32::new(0) }; NUM_SCS] }; NUM_SLABS];
 
 /// A list used again within this many milliseconds of a release that gave
 /// its pages back counts as used again soon ([`release_large`]).
@@ -839,7 +867,7 @@ fn soon(given: u32) -> bool {
 /// (slab, size class) (a cold path).
 #[inline]
 pub fn large_taken(slab: usize, sc: u32) {
-    let cell = list_cell(&PRIVATE_GIVEN_MS, slab, sc);
+    let cell = &record(slab, sc).private_given_ms;
     // Relaxed: a hint; the list's owner (or claimer) alone takes from it,
     // and only the owner releases it.
     let given = cell.load(Ordering::Relaxed);
@@ -858,7 +886,7 @@ pub fn large_taken(slab: usize, sc: u32) {
 fn may_release(slab: usize, sc: u32, same: bool, reused: &mut u32) -> bool {
     if !same {
         // Relaxed: ours under the lock.
-        let given = list_cell(&SHARED_GIVEN_MS, slab, sc).swap(0, Ordering::Relaxed);
+        let given = record(slab, sc).shared_given_ms.swap(0, Ordering::Relaxed);
         *reused += u32::from(soon(given));
     }
     same
@@ -866,32 +894,17 @@ fn may_release(slab: usize, sc: u32, same: bool, reused: &mut u32) -> bool {
 
 /// Notes that [`release_large`] gave pages of the list back now (a look at
 /// a list whose pages are gone already changes nothing).
-fn given_back(table: &'static [[AtomicU32; NUM_SCS]; NUM_SLABS], slab: usize, sc: u32) {
+fn given_back(cell: &AtomicU32) {
     // Relaxed: ours under the lock (and the private list's taker's, which
     // clears it).
-    list_cell(table, slab, sc).store((sys::coarse_ms() as u32).max(1), Ordering::Relaxed);
+    cell.store((sys::coarse_ms() as u32).max(1), Ordering::Relaxed);
 }
 
-/// Each (slab, size class)'s shared list's flh word, and the private list
-/// of large slots' head and count, as [`release_large`] last saw them: a
-/// list that changed since is in use, and keeps its pages.
-static SHARED_AT_RELEASE: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
-
-/// See [`SHARED_AT_RELEASE`].
-static PRIVATE_AT_RELEASE: [[AtomicU64; NUM_SCS]; NUM_SLABS] =
-    [const { [const { AtomicU64::new(0) }; NUM_SCS] }; NUM_SLABS];
-
-/// Records `sig` as what `table` saw of (slab, size class), and says
+/// Records `sig` as what [`release_large`] saw of a list in `cell`, and says
 /// whether it is what it saw the last time.
-fn unchanged(
-    table: &'static [[AtomicU64; NUM_SCS]; NUM_SLABS],
-    slab: usize,
-    sc: u32,
-    sig: u64,
-) -> bool {
+fn unchanged(cell: &AtomicU64, sig: u64) -> bool {
     // Relaxed: ours under the sweep lock.
-    list_cell(table, slab, sc).swap(sig, Ordering::Relaxed) == sig
+    cell.swap(sig, Ordering::Relaxed) == sig
 }
 
 /// Walks the chain of free large slots of size class `sc` from link

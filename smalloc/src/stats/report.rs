@@ -23,8 +23,10 @@ fn slot_size(sc: u32) -> (u64, &'static str) {
 
 /// One `MALLOC:` line: `sign`, a byte count with MiB, and its meaning.
 fn bytes_line(w: &mut impl Write, sign: char, n: u64, what: &str) -> fmt::Result {
-    let mib = n as f64 / (1u64 << 20) as f64;
-    writeln!(w, "MALLOC: {sign} {n:>15} ({mib:>10.1} MiB) {what}")
+    // Tenths of a MiB in integers: float formatting would add 20 KB of text.
+    let tenths = ((u128::from(n) * 10 + (1 << 19)) >> 20) as u64;
+    let (whole, tenth) = (tenths / 10, tenths % 10);
+    writeln!(w, "MALLOC: {sign} {n:>15} ({whole:>8}.{tenth} MiB) {what}")
 }
 
 /// One `MALLOC:` line of a count.
@@ -252,4 +254,31 @@ fn counts(w: &mut impl Write, s: &Snapshot) -> fmt::Result {
         writeln!(w, "MALLOC:   {n:>15}                  Event {name}")?;
     }
     writeln!(w, "{RULE}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes_line;
+    use std::string::String;
+
+    fn line(n: u64) -> String {
+        let mut s = String::new();
+        bytes_line(&mut s, '+', n, "x").unwrap();
+        s
+    }
+
+    #[test]
+    fn byte_lines_show_mib_to_a_tenth_rounded_to_nearest() {
+        assert_eq!(line(0), "MALLOC: +               0 (       0.0 MiB) x\n");
+        assert_eq!(
+            line(1 << 20),
+            "MALLOC: +         1048576 (       1.0 MiB) x\n"
+        );
+        // 1.45 MiB and a byte rounds up, 1.04 MiB down.
+        assert!(line((1 << 20) + (45 << 20) / 100 + 1).contains("(       1.5 MiB)"));
+        assert!(line((1 << 20) + (4 << 20) / 100).contains("(       1.0 MiB)"));
+        assert!(line(8 << 40).contains("( 8388608.0 MiB)"));
+        // No overflow at the top of the range.
+        assert!(line(u64::MAX).contains("(17592186044416.0 MiB)"));
+    }
 }
