@@ -259,3 +259,29 @@ fn cc_compiles_a_c_file() {
     });
     assert_eq!(out.lines().count(), 2, "{out}");
 }
+
+#[test]
+fn perl_builds_rewrites_and_sorts_hashes() {
+    let out = compare("perl", 300_000, 8, u64::MAX, |_| {
+        let mut c = Command::new("perl");
+        c.arg(program("hashes.pl"));
+        c
+    });
+    assert!(out.contains("built 200000 keys"), "{out}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+}
+
+/// The C++ compiler, and what it builds: four threads churning standard
+/// containers.
+#[test]
+fn cxx_compiles_and_runs_threads_of_containers() {
+    let out = compare("cxx", 20_000, 8, u64::MAX, |_| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!(
+            "c++ -O1 -std=c++17 -pthread -o prog '{}' && ./prog",
+            program("containers.cpp").display()
+        ));
+        c
+    });
+    assert_eq!(out.lines().count(), 4, "{out}");
+}
