@@ -639,8 +639,8 @@ fn sweep_what_ended_left(slab_addr: usize, slab: usize, taken_over: bool, out: &
         if FORKING.load(Ordering::Relaxed) != 0 {
             return;
         }
-        // Relaxed: a first look; the tables are ours under the lock (and
-        // `HANDED` a hint).
+        // Relaxed: a first look; the records are ours under the lock (and
+        // `handed` a hint).
         let w = shared(slab_addr, sc).flh.load(Ordering::Relaxed);
         if w == record(slab, sc).seen.load(Ordering::Relaxed)
             || taken_over && w != record(slab, sc).handed.load(Ordering::Relaxed)
