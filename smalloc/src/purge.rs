@@ -373,6 +373,9 @@ struct ListRecord {
 #[repr(C, align(4096))]
 struct ListRecords([[ListRecord; NUM_SCS]; NUM_SLABS]);
 
+// The record's point: slab 0's records of every size class on one page.
+const _: () = assert!((MAX_SC as usize + 1) * size_of::<ListRecord>() <= 4096);
+
 static RECORDS: ListRecords = ListRecords(
     [const {
         [const {
