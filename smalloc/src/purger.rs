@@ -254,8 +254,14 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
             sleep_ms((at - now) as u32);
             // Relaxed: see `thread_ended`. An end from here on asks again.
             STATE.fetch_and(!ENDED, Ordering::Relaxed);
-            purge::ended_sweep();
+            if purge::delay_ms() != 0 {
+                purge::ended_sweep();
+            }
             last_ended = sys::coarse_ms();
+            continue;
+        }
+        // A delay of 0 set while this thread slept means never, from then on.
+        if purge::delay_ms() == 0 {
             continue;
         }
         let swept = purge::background_sweep();

@@ -438,6 +438,46 @@ fn a_delay_of_zero_never_purges() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "no purging thread under Miri")]
+fn a_delay_of_zero_set_while_the_purging_thread_waits_stops_its_next_sweep() {
+    smalloc::set_purge_delay(Duration::from_secs(1));
+    assert!(smalloc::start_purge_thread());
+    let ended = |tag| {
+        thread::spawn(move || {
+            let blocks: Vec<_> = (0..32).map(|i| alloc(1 << 20, tag + i)).collect();
+            for (i, p) in blocks.into_iter().enumerate() {
+                free(p, 1 << 20, tag + i as u64);
+            }
+        })
+        .join()
+        .unwrap();
+    };
+    // The first end is swept at once; what the next thread frees waits
+    // for two of the thread's sweeps, a delay apart: the delay becomes 0
+    // between them.
+    let before = stats::snapshot().purged_bytes;
+    ended(0);
+    let t = Instant::now();
+    while stats::snapshot().purged_bytes == before {
+        assert!(t.elapsed() < Duration::from_secs(10), "no sweep at the end");
+        thread::sleep(Duration::from_millis(5));
+    }
+    ended(100);
+    thread::sleep(Duration::from_millis(1400).saturating_sub(t.elapsed()));
+    smalloc::set_purge_delay(Duration::ZERO);
+    // A sweep under way when the delay changed ends first.
+    thread::sleep(Duration::from_millis(50));
+    let start = stats::snapshot();
+    thread::sleep(Duration::from_millis(2800).saturating_sub(t.elapsed()));
+    let s = stats::snapshot();
+    assert_eq!(
+        (s.purged_bytes, s.purge_resets),
+        (start.purged_bytes, start.purge_resets),
+        "swept after the delay was set to 0"
+    );
+}
+
+#[test]
 fn the_delay_comes_from_the_environment() {
     // In a child process of this test binary, which reads the variable at
     // its first use.
