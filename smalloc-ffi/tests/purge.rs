@@ -227,6 +227,51 @@ fn a_program_with_one_thread_sweeps_on_its_refills() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
+/// A program with one thread frees a peak of 3000-byte blocks on its hot
+/// path, keeps using a few of them, and goes on growing slowly in another
+/// size (about 4 MB/s, each step's new blocks kept): with a 2 s delay, its
+/// sweeps come an eighth of the delay apart while it grows, so the freed
+/// peak goes back within 2 s (not before the first sweep after 4 s, as
+/// without the growth). Prints the resident set less the growth. After
+/// [`STATUS_C`].
+const SINGLE_GROWING: &str = r#"
+int main(void) {
+    enum { N = 20000, SIZE = 3000, STEPS = 200, PER_STEP = 60, SMALL = 700, USED = 8 };
+    static char *p[N], *q[STEPS * PER_STEP];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    long peak = status("VmRSS:");
+    for (int i = 0; i < N; i++) free(p[i]);
+    long after = peak;
+    int s = 0;
+    for (; s < STEPS && after * 2 >= peak; s++) {
+        usleep(10000);
+        for (int i = 0; i < USED; i++) {
+            p[i] = malloc(SIZE);
+            memset(p[i], 3, SIZE);
+        }
+        for (int i = 0; i < USED; i++) free(p[i]);
+        for (int i = 0; i < PER_STEP; i++) {
+            q[s * PER_STEP + i] = malloc(SMALL);
+            memset(q[s * PER_STEP + i], 2, SMALL);
+        }
+        after = status("VmRSS:") - (long)(s + 1) * PER_STEP * SMALL / 1024;
+    }
+    long threads = status("Threads:");
+    printf("peak %ld after %ld (less the growth) steps %d threads %ld\n", peak, after, s, threads);
+    return !(threads == 1 && after * 2 < peak);
+}
+"#;
+
+#[test]
+fn a_growing_program_with_one_thread_sweeps_sooner() {
+    let exe = one_thread_program("single-growing", SINGLE_GROWING);
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "2000"));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let exe = one_thread_program("single", SINGLE);

@@ -37,9 +37,22 @@ pub fn claimed_tail(line: &SharedLine, sc: u32, t: u32, end: u32) {
     }
 }
 
+/// Bytes of never-used slots claimed, ever (wrapping).
+static EVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of never-used slots claimed, ever (wrapping): a program whose
+/// heap grows shows it here.
+#[inline]
+pub fn claimed_ever() -> usize {
+    // Relaxed: only says when.
+    EVER.load(Ordering::Relaxed)
+}
+
 /// Called when `bytes` of never-used slots were claimed (a cold path).
 #[inline]
 pub fn claimed(bytes: usize) {
+    // Relaxed: a counter that only says when.
+    EVER.fetch_add(bytes, Ordering::Relaxed);
     // Relaxed: a counter that only says when.
     let n = CLAIMED.fetch_add(bytes, Ordering::Relaxed);
     if n.saturating_add(bytes) >= RELEASE_EVERY {

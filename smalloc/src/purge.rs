@@ -37,7 +37,7 @@ use crate::free_list;
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, MIN_SC, NUM_SCS, NUM_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
-use crate::{geometry, idle, occupancy, ownership, purger, spans, sys, zeroed};
+use crate::{geometry, idle, occupancy, ownership, pressure, purger, spans, sys, zeroed};
 
 pub use crate::layout::RELEASE_SC;
 
@@ -141,6 +141,17 @@ const TICKS_PER_CLOCK: u32 = 8;
 /// monotonic clock).
 static LAST_SWEEP_MS: AtomicU64 = AtomicU64::new(0);
 
+/// [`pressure::claimed_ever`] at the last sweep on a cold path.
+static CLAIMED_AT_SWEEP: AtomicUsize = AtomicUsize::new(0);
+
+/// New memory claimed since the last sweep after which the next comes
+/// sooner: a heap that grows is where freed slots other classes cannot
+/// use raise the peak.
+const GROWTH: usize = 1 << 20;
+
+/// How much sooner (the delay divided by it).
+const GROWING_DIVISOR: u32 = 8;
+
 /// A sweep on this cold path if purging is on, the process has one thread
 /// that allocates (with more, the background thread sweeps, or, if the C
 /// library refused it, only trims do), and a delay has passed since the
@@ -158,9 +169,17 @@ fn sweep_if_due() {
         return;
     }
     let now = sys::coarse_ms();
-    // Relaxed: only decides when.
-    if now.wrapping_sub(LAST_SWEEP_MS.load(Ordering::Relaxed)) >= u64::from(delay) {
+    let ever = pressure::claimed_ever();
+    // Relaxed: only decides when (as the next two).
+    let grown = ever.wrapping_sub(CLAIMED_AT_SWEEP.load(Ordering::Relaxed)) >= GROWTH;
+    let wait = if grown {
+        (delay / GROWING_DIVISOR).max(1)
+    } else {
+        delay
+    };
+    if now.wrapping_sub(LAST_SWEEP_MS.load(Ordering::Relaxed)) >= u64::from(wait) {
         LAST_SWEEP_MS.store(now, Ordering::Relaxed);
+        CLAIMED_AT_SWEEP.store(ever, Ordering::Relaxed);
         // A process whose other threads never allocated (a server's I/O
         // threads), or that asked for it, has the purge's thread too: when
         // this thread's hot paths alone go on, or it sleeps, it sweeps and
