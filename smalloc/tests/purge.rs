@@ -677,10 +677,6 @@ fn pages_of_freed_small_slots_between_live_ones_go_back_and_come_back_zeroed() {
         after.purge_spans >= (N / 256 - 2 * kept.len()) as u64,
         "{after:?}"
     );
-    assert_eq!(
-        after.purge_resets, before.purge_resets,
-        "a region was reset"
-    );
     assert!(
         after.resident_bytes < before.resident_bytes - (N * SIZE * 8 / 10) as u64,
         "resident {} of {} before",
@@ -689,7 +685,9 @@ fn pages_of_freed_small_slots_between_live_ones_go_back_and_come_back_zeroed() {
     );
     // Exact: the spans' slots count as free, the survivors in use.
     assert_eq!(in_use() - base, kept.len() as u64);
-    // The survivors are intact; slots handed out again (from the spans
+    // The survivors are intact (a reset of their region, which the trim
+    // may make of regions the harness's threads left wholly free, would
+    // have zeroed them); slots handed out again (from the spans
     // first: zero, not written; then the lists) read zero through
     // `alloc_zeroed`, and none is handed out twice.
     let mut live: HashSet<usize> = kept.iter().map(|&(p, _)| p).collect();
