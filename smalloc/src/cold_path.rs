@@ -28,7 +28,7 @@ use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
 use crate::{
     capped, commit, geometry, occupancy, ownership, pressure, private_list, purge, reservation,
-    spans, sys,
+    shrink, spans, sys,
 };
 
 /// What the features may ask of the allocator: the heap profiler's slots.
@@ -128,6 +128,7 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Slot {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
+    shrink::allocating(sc);
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {
@@ -764,7 +765,10 @@ unsafe fn owner_keeps(addr: usize, sc: u32, cell: &SlotLink) -> bool {
 unsafe fn dealloc_shared(addr: usize, sc: u32, cell: SlotLink) {
     if layout::is_large(addr) {
         // SAFETY: the caller owns the slot; it is not pushed yet.
-        unsafe { purge::before_push(addr, sc) };
+        unsafe {
+            purge::before_push(addr, sc);
+            shrink::freeing(addr, sc);
+        }
     }
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)

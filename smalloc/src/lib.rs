@@ -30,6 +30,7 @@ mod purge;
 mod purger;
 pub mod raw;
 mod reservation;
+mod shrink;
 #[doc(hidden)]
 pub mod spans;
 pub mod stats;

@@ -51,7 +51,8 @@ int main(void) {
     free(big);
     CHECK(mallinfo2().hblks == a.hblks);
 
-    /* A free-heavy phase: 50 MiB written, then freed; trim gives it back. */
+    /* A free-heavy phase: 50 MiB written, then freed; trim gives it back
+     * (run with a purge delay of 0: nothing goes back unasked). */
     for (int i = 0; i < M; i++) {
         blocks[i] = malloc(sz);
         CHECK(blocks[i] != NULL);
