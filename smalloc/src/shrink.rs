@@ -49,7 +49,9 @@ pub unsafe fn freeing(addr: usize, sc: u32) {
     }
     // Relaxed: a heuristic's count; one thread allocates (a thread that
     // only frees may race it, and the count only says when).
-    let net = NET.load(Ordering::Relaxed) + layout::slot_size(sc);
+    let net = NET
+        .load(Ordering::Relaxed)
+        .saturating_add(layout::slot_size(sc));
     NET.store(net, Ordering::Relaxed);
     // Relaxed: as above.
     if net < AFTER.load(Ordering::Relaxed) || purge::delay_ms() == 0 {
@@ -83,7 +85,7 @@ pub fn allocating(sc: u32) {
 /// program takes back what it frees, and keeps more of it from now on.
 #[cold]
 fn came_back() {
-    // Relaxed: as in `freeing`.
+    // Relaxed, these three: as in `freeing`.
     let at = RELEASED_MS.swap(0, Ordering::Relaxed);
     if at != 0 && sys::coarse_ms().wrapping_sub(at) < BACKOFF_MS {
         let after = AFTER.load(Ordering::Relaxed);
