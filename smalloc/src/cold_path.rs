@@ -27,8 +27,8 @@ use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
 use crate::{
-    capped, commit, geometry, occupancy, ownership, pressure, private_list, purge, reservation,
-    shrink, spans, sys,
+    capped, commit, geometry, held, occupancy, ownership, pressure, private_list, purge,
+    reservation, shrink, spans, sys,
 };
 
 /// What the features may ask of the allocator: the heap profiler's slots.
@@ -199,7 +199,7 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
 fn owner_refill(slab_addr: usize, sc: u32) -> Slot {
     purge::cold_tick_refill();
     purge::owner_tick(slab_addr);
-    if let Some(got) = owner_take(slab_addr, sc) {
+    if let Some(got) = held::take(slab_addr, sc).or_else(|| owner_take(slab_addr, sc)) {
         return got;
     }
     let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));
@@ -705,10 +705,27 @@ pub unsafe fn dealloc(p: *mut u8) {
         return;
     }
     // SAFETY: the caller owns the slot.
-    if !unsafe { owner_keeps(addr, sc, &cell) } {
+    if unsafe { owner_keeps(addr, sc, &cell) } {
+        return;
+    }
+    let home = held::hold(addr, sc);
+    if home == addr {
         // SAFETY: the caller owns the slot; it is on no list.
         unsafe { dealloc_shared(addr, sc, cell) }
+    } else if home != 0 {
+        // SAFETY: the slot held before is free, on no list, and ours.
+        unsafe { push_home(home, sc) }
     }
+}
+
+/// Sends the free slot at `addr`, of size class `sc`, held by the caller
+/// ([`held`]), to its shared list.
+///
+/// # Safety
+/// The slot is free, on no list, and the caller holds it.
+pub unsafe fn push_home(addr: usize, sc: u32) {
+    // SAFETY: per the contract.
+    unsafe { dealloc_shared(addr, sc, SlotLink::of(addr)) }
 }
 
 /// [`dealloc`] of a capped or large slot (below the release size) of the

@@ -277,6 +277,7 @@ mod exit {
         // the current word may read 0 (never placed) here.
         let addr = layout::slab_addr(crate::geometry::base_raw(), slab);
         if value & OWNS != 0 {
+            crate::held::send_home(addr);
             crate::purge::hand_over_at_end(addr);
         }
         // Stop using the private lists before anyone can claim them.

@@ -88,6 +88,10 @@ pub struct PrivateTables {
     large_heads: [AtomicU32; NUM_SCS],
     /// The lengths of those lists.
     large_counts: [AtomicU32; NUM_SCS],
+    /// The held slots, by size class: the address of another slab's slot
+    /// the owner freed last and keeps for its next allocation (`held`); 0:
+    /// none.
+    held: [AtomicU64; NUM_SCS],
     /// The owner's allocations and frees by size class (the `counters`
     /// feature), next to the lists they count.
     owner_counts: [[AtomicU64; 2]; NUM_SCS],
@@ -131,6 +135,12 @@ impl PrivateTables {
     #[inline(always)]
     pub fn large_count(&self, sc: u32) -> &AtomicU32 {
         at(&self.large_counts, sc as usize)
+    }
+
+    /// The held slot of size class `sc` (see [`held`](crate::held)).
+    #[inline(always)]
+    pub fn held(&self, sc: u32) -> &AtomicU64 {
+        at(&self.held, sc as usize)
     }
 }
 
@@ -247,6 +257,7 @@ pub static EMPTY_TABLES: PrivateTables = PrivateTables {
     fresh: [const { AtomicU64::new(0) }; NUM_SCS],
     large_heads: [const { AtomicU32::new(0) }; NUM_SCS],
     large_counts: [const { AtomicU32::new(0) }; NUM_SCS],
+    held: [const { AtomicU64::new(0) }; NUM_SCS],
     owner_counts: [const { [const { AtomicU64::new(0) }; 2] }; NUM_SCS],
 };
 

@@ -223,6 +223,7 @@ pub fn epoch() -> u32 {
 /// and a thread without one looks for freed slots on other slabs, and may
 /// move there, before it claims new memory.
 pub fn flush(slab_addr: usize, fresh: bool) {
+    crate::held::send_home(slab_addr);
     let t = tables(metadata::private_block(slab_addr));
     for sc in MIN_SC..LARGE_SC {
         give(slab_addr, sc, t.head(private_index(sc)));
