@@ -708,13 +708,9 @@ pub unsafe fn dealloc(p: *mut u8) {
     if unsafe { owner_keeps(addr, sc, &cell) } {
         return;
     }
-    let home = held::hold(addr, sc);
-    if home == addr {
+    if !held::hold(addr, sc) {
         // SAFETY: the caller owns the slot; it is on no list.
         unsafe { dealloc_shared(addr, sc, cell) }
-    } else if home != 0 {
-        // SAFETY: the slot held before is free, on no list, and ours.
-        unsafe { push_home(home, sc) }
     }
 }
 

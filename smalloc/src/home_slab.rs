@@ -60,6 +60,8 @@ fn set_owned(slab_addr: usize) {
 /// released, so the thread never touches the private lists afterwards.
 fn set_not_owner() {
     let owned = owned();
+    // Only an owner holds slots.
+    set_held_credits(0);
     thread_words::store::<{ thread_words::ALLOC }>(metadata::empty_block());
     thread_words::store::<{ thread_words::OWNED }>(NOT_OWNER);
     if is_owner(owned) {
@@ -123,14 +125,39 @@ pub fn purge_epoch() -> u32 {
 /// The purge epoch a hint word holds.
 #[inline]
 pub const fn epoch_in_hint(hint: usize) -> u32 {
-    (hint >> 8) as u32
+    (hint >> 8) as u32 & crate::purge::EPOCH_MASK
 }
 
 /// Records the purge epoch the thread handed its private lists over at.
 #[inline]
 pub fn set_purge_epoch(epoch: u32) {
     let w = thread_words::load::<{ thread_words::HINT }>();
-    thread_words::store::<{ thread_words::HINT }>((w & HINT_SLAB) | (epoch as usize) << 8)
+    let epoch = (epoch & crate::purge::EPOCH_MASK) as usize;
+    thread_words::store::<{ thread_words::HINT }>((w & !HINT_EPOCH) | epoch << 8)
+}
+
+/// In the hint word: the purge epoch's bits.
+const HINT_EPOCH: usize = (crate::purge::EPOCH_MASK as usize) << 8;
+
+/// In the hint word, from this bit on: the owner's credits for holding a
+/// slot ([`held`](crate::held)), a bit per small size class.
+const HELD_CREDITS_SHIFT: u32 = 32;
+
+/// Size classes the hint word has a credit bit for.
+pub const HELD_CREDIT_BITS: u32 = usize::BITS - HELD_CREDITS_SHIFT;
+
+/// The thread's credits for holding a slot, a bit per size class.
+#[inline(always)]
+pub fn held_credits() -> usize {
+    thread_words::load::<{ thread_words::HINT }>() >> HELD_CREDITS_SHIFT
+}
+
+/// Sets the thread's credits for holding a slot.
+#[inline(always)]
+pub fn set_held_credits(credits: usize) {
+    let w = thread_words::load::<{ thread_words::HINT }>();
+    let keep = w & ((1 << HELD_CREDITS_SHIFT) - 1);
+    thread_words::store::<{ thread_words::HINT }>(keep | credits << HELD_CREDITS_SHIFT)
 }
 
 /// The slab address of a non-zero current word.

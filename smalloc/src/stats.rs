@@ -39,8 +39,9 @@ pub struct ClassStats {
     pub handed_out: u64,
     /// Freed slots on the shared lists.
     pub free_shared: u64,
-    /// Freed slots on the owners' private lists (with the `profile`
-    /// feature, and in the profile's slab: kept by the sampling threads).
+    /// Freed slots on the owners' private lists, and those owners hold
+    /// from other slabs (`held`) (with the `profile` feature, and in the
+    /// profile's slab: kept by the sampling threads).
     pub free_private: u64,
     /// Pushes onto the shared lists: frees by threads that did not own the
     /// slot's slab, and of large slots (modulo 2^32 per list).
@@ -289,6 +290,19 @@ pub fn snapshot() -> Snapshot {
         }
         features::read_events(slab_addr, &mut s.events);
         s.slabs[slab] = st;
+    }
+    // The slots owners hold (`held`): free, and counted with the slab they
+    // belong to.
+    for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
+        let block = metadata::private_block(layout::slab_addr(base, slab));
+        for sc in MIN_SC..LARGE_SC {
+            let Some(held) = crate::held::held_in(block, sc) else {
+                continue;
+            };
+            let origin = layout::slab_of(held);
+            s.classes[sc as usize].free_private += 1;
+            s.slabs[origin].free_bytes += layout::slot_size(sc) as u64;
+        }
     }
     s
 }

@@ -5,7 +5,10 @@
 //! `smalloc::ownership` (claim, release), and of the purge's protocols: an
 //! owner handing its private list over whole, a sweep resetting a region
 //! whose every slot it holds while others claim never-used slots, a sweep
-//! giving a span back (`smalloc::spans`) while others pop and take spans.
+//! giving a span back (`smalloc::spans`) while others pop and take spans;
+//! and an owner holding another slab's slot (`held`): sent home or handed
+//! out again while that slab's owner takes its shared list, inherited with
+//! the holder's slab by its next owner.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -14,7 +17,8 @@
 //!   moves), loom finds the ABA bug in the tests marked for it (the span
 //!   test too: the sweep puts the rest of the list back while others pop);
 //! * built with `--cfg smalloc_no_ownership_check` (every claim succeeds),
-//!   loom finds two threads on one private list in the tests marked for it;
+//!   loom finds two threads on one private list (or one held cell) in the
+//!   tests marked for it;
 //! * built with `--cfg smalloc_blind_chain_push` (a chain goes onto the
 //!   shared list whether or not it is still empty), loom finds a slot lost
 //!   in the hand-over test; with `--cfg smalloc_blind_reset` (a sweep sets
@@ -606,5 +610,154 @@ fn a_nudge_never_touches_the_words_of_an_owner_that_gave_its_slab_up() {
         words.with_mut(|p| unsafe { *p = usize::MAX });
         purger.join().unwrap();
         assert_eq!(entry.0.load(Ordering::Relaxed), 0);
+    });
+}
+
+/// The held cell of one size class in the private block of a slab other
+/// than the slot's (`smalloc/src/held.rs`): whoever owns that slab (its
+/// bit in `owned`) reads and writes it with plain loads and stores.
+struct Holder {
+    owned: Set,
+    cell: AtomicU64,
+}
+
+impl Holder {
+    fn new() -> Arc<Holder> {
+        Arc::new(Holder {
+            owned: Set(AtomicUsize::new(0)),
+            cell: AtomicU64::new(0),
+        })
+    }
+
+    fn claim(&self) -> bool {
+        ownership::claim_in(&self.owned, 0)
+    }
+
+    fn release(&self) {
+        ownership::release_in(&self.owned, 0)
+    }
+
+    /// The owner frees slot `l` of `home`: it holds it, and the slot it
+    /// held before goes home (as `held::hold` and `cold_path::dealloc`).
+    fn hold(&self, home: &Slab, l: u32) {
+        if let Some(old) = self.take() {
+            home.push_shared(old);
+        }
+        // Relaxed: the owner's cell (see held.rs).
+        self.cell.store(u64::from(l), Ordering::Relaxed);
+    }
+
+    /// The owner takes the held slot (as `held::take`, and `held::send_home`
+    /// before its push).
+    fn take(&self) -> Option<u32> {
+        // Relaxed: the owner's cell.
+        let l = self.cell.load(Ordering::Relaxed) as u32;
+        self.cell.store(0, Ordering::Relaxed);
+        (l != 0).then_some(l)
+    }
+}
+
+/// An owner frees both slots of another slab, holding the second (the
+/// first goes home when it does), then hands it out again or, if `ends`,
+/// sends it home as at its end; meanwhile the slots' own slab's owner,
+/// whose private list is empty, allocates (taking its shared list whole)
+/// and frees.
+fn hold_against_the_home_owner(ends: bool) {
+    model(move || {
+        let home = Slab::new(2);
+        assert!(home.claim());
+        let a = home.alloc_owned().unwrap();
+        let b = home.alloc_owned().unwrap();
+        home.release();
+        let holder = Holder::new();
+        assert!(holder.claim());
+        let (h, s1) = (holder.clone(), home.clone());
+        let t = thread::spawn(move || {
+            h.hold(&s1, a);
+            h.hold(&s1, b);
+            let mine = h.take();
+            if ends {
+                s1.push_shared(mine.unwrap());
+            }
+            h.release();
+            if ends { None } else { mine }
+        });
+        let s2 = home.clone();
+        let owner = thread::spawn(move || {
+            s2.claim_wait();
+            let x = s2.alloc_owned();
+            if let Some(x) = x {
+                s2.free_owned(x);
+            }
+            let y = s2.alloc_owned();
+            s2.release();
+            y
+        });
+        let theirs = t.join().unwrap();
+        let y = owner.join().unwrap();
+        check_conservation(
+            &home,
+            vec![theirs.into_iter().collect(), y.into_iter().collect()],
+        );
+    });
+}
+
+#[test]
+fn a_held_slot_handed_out_again_while_its_slab_owner_allocates() {
+    hold_against_the_home_owner(false);
+}
+
+#[test]
+fn a_held_slot_sent_home_at_its_holder_end_while_its_slab_owner_allocates() {
+    hold_against_the_home_owner(true);
+}
+
+/// The holder's slab changes hands with a slot held: the first holder
+/// leaves without sending it home (it moved to another slab; its tables
+/// stay with the slab); whoever owns the slab next, a new thread or a sweep
+/// of the unowned slab, each after its claim, takes the held slot (and
+/// sends it home). The slot is taken exactly once.
+#[test]
+#[cfg_attr(
+    smalloc_no_ownership_check,
+    should_panic(expected = "handed out twice")
+)]
+fn the_next_owner_of_a_holders_slab_inherits_its_held_slot() {
+    model(|| {
+        let home = Slab::new(1);
+        assert!(home.claim());
+        let a = home.alloc_owned().unwrap();
+        home.release();
+        let holder = Holder::new();
+        assert!(holder.claim());
+        holder.hold(&home, a);
+        let h = holder.clone();
+        let first = thread::spawn(move || h.release());
+        let h2 = holder.clone();
+        let next = thread::spawn(move || {
+            if !h2.claim() {
+                return None;
+            }
+            let got = h2.take();
+            h2.release();
+            got
+        });
+        let sweep = if holder.claim() {
+            let got = holder.take();
+            holder.release();
+            got
+        } else {
+            None
+        };
+        first.join().unwrap();
+        let theirs = next.join().unwrap();
+        // Whatever is still held: the slab's last owner's.
+        assert!(holder.claim());
+        let left = holder.take();
+        let taken: Vec<Vec<u32>> = [sweep, theirs, left]
+            .into_iter()
+            .map(|s| s.into_iter().collect())
+            .collect();
+        check_conservation(&home, taken);
     });
 }
