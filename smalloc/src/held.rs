@@ -82,8 +82,7 @@ pub fn take(slab_addr: usize, sc: u32) -> Option<Slot> {
 }
 
 /// Sends every slot held in the private block of the slab at `slab_addr`,
-/// which the caller owns (or has claimed), home, and stops holding until
-/// the owner's supply runs dry again.
+/// which the caller owns (or has claimed), home, and empties its cells.
 pub fn send_home(slab_addr: usize) {
     if features::config::SECURE {
         return;

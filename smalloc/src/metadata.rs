@@ -88,9 +88,9 @@ pub struct PrivateTables {
     large_heads: [AtomicU32; NUM_SCS],
     /// The lengths of those lists.
     large_counts: [AtomicU32; NUM_SCS],
-    /// The held slots, by size class: the address of another slab's slot
-    /// the owner freed last and keeps for its next allocation (`held`); 0:
-    /// none.
+    /// The held cells, by size class: a slot of another slab the owner
+    /// freed and keeps for its next allocation of the class, or, marked,
+    /// the last one it handed out (`held`); 0: none.
     held: [AtomicU64; NUM_SCS],
     /// The owner's allocations and frees by size class (the `counters`
     /// feature), next to the lists they count.
