@@ -637,13 +637,11 @@ impl Holder {
         ownership::release_in(&self.owned, 0)
     }
 
-    /// The owner frees slot `l` of `home`: it holds it, and the slot it
-    /// held before goes home (as `held::hold` and `cold_path::dealloc`).
-    fn hold(&self, home: &Slab, l: u32) {
-        if let Some(old) = self.take() {
-            home.push_shared(old);
-        }
+    /// The owner frees slot `l` with a credit for its class: it holds it
+    /// (as `held::hold`; the cell is empty while the owner has a credit).
+    fn hold(&self, l: u32) {
         // Relaxed: the owner's cell (see held.rs).
+        assert_eq!(self.cell.load(Ordering::Relaxed), 0);
         self.cell.store(u64::from(l), Ordering::Relaxed);
     }
 
@@ -657,11 +655,11 @@ impl Holder {
     }
 }
 
-/// An owner frees both slots of another slab, holding the second (the
-/// first goes home when it does), then hands it out again or, if `ends`,
-/// sends it home as at its end; meanwhile the slots' own slab's owner,
-/// whose private list is empty, allocates (taking its shared list whole)
-/// and frees.
+/// An owner frees both slots of another slab: it holds the first (it had a
+/// credit) and sends the second home (it had none left), then hands the
+/// held one out again or, if `ends`, sends it home as at its end;
+/// meanwhile the slots' own slab's owner, whose private list is empty,
+/// allocates (taking its shared list whole) and frees.
 fn hold_against_the_home_owner(ends: bool) {
     model(move || {
         let home = Slab::new(2);
@@ -673,8 +671,8 @@ fn hold_against_the_home_owner(ends: bool) {
         assert!(holder.claim());
         let (h, s1) = (holder.clone(), home.clone());
         let t = thread::spawn(move || {
-            h.hold(&s1, a);
-            h.hold(&s1, b);
+            h.hold(a);
+            s1.push_shared(b);
             let mine = h.take();
             if ends {
                 s1.push_shared(mine.unwrap());
@@ -730,7 +728,7 @@ fn the_next_owner_of_a_holders_slab_inherits_its_held_slot() {
         home.release();
         let holder = Holder::new();
         assert!(holder.claim());
-        holder.hold(&home, a);
+        holder.hold(a);
         let h = holder.clone();
         let first = thread::spawn(move || h.release());
         let h2 = holder.clone();
