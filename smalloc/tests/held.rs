@@ -33,22 +33,46 @@ fn free(p: usize) {
     unsafe { A.dealloc(std::ptr::with_exposed_provenance_mut(p), l()) }
 }
 
-/// A block of another thread's slab, filled with `tag`; that thread stays
-/// alive (owning its slab, and a second block of the class, so that no
-/// sweep resets the region) until the returned sender is dropped.
-fn foreign_block(tag: u64) -> (usize, mpsc::Sender<()>, thread::JoinHandle<()>) {
-    let (to_me, from_it) = mpsc::channel();
-    let (stop, stopped) = mpsc::channel::<()>();
-    let t = thread::spawn(move || {
-        let p = alloc();
-        let keep = alloc();
-        // SAFETY: a live block of SIZE bytes.
-        unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, tag) };
-        to_me.send(p).unwrap();
-        let _ = stopped.recv();
-        free(keep);
-    });
-    (from_it.recv().unwrap(), stop, t)
+/// A block of another thread's slab, filled with `tag`, and one of our own
+/// (our first allocation of the class: our private list of it is dry, so
+/// from then on we hold what we free of it). The other thread stays alive
+/// (owning its slab, and a second block of the class, so that no sweep
+/// resets the region) until [`Scene::end`].
+struct Scene {
+    theirs: usize,
+    mine: usize,
+    stop: mpsc::Sender<()>,
+    t: thread::JoinHandle<()>,
+}
+
+impl Scene {
+    fn new(tag: u64) -> Scene {
+        let (to_me, from_it) = mpsc::channel();
+        let (stop, stopped) = mpsc::channel::<()>();
+        let t = thread::spawn(move || {
+            let p = alloc();
+            let keep = alloc();
+            // SAFETY: a live block of SIZE bytes.
+            unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, tag) };
+            to_me.send(p).unwrap();
+            let _ = stopped.recv();
+            free(keep);
+        });
+        let theirs = from_it.recv().unwrap();
+        Scene {
+            theirs,
+            mine: alloc(),
+            stop,
+            t,
+        }
+    }
+
+    /// Frees our block and lets the other thread end.
+    fn end(self) {
+        free(self.mine);
+        drop(self.stop);
+        self.t.join().unwrap();
+    }
 }
 
 /// Frees `p` (whole, `tag`), after checking it.
@@ -63,29 +87,24 @@ fn check_and_free(p: usize, tag: u64) {
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
 fn an_owner_hands_out_again_the_slot_of_another_slab_it_freed_last() {
-    let (theirs, stop, t) = foreign_block(7);
-    // Our first allocation of the class finds our supply dry (a new slab):
-    // from now on we hold what we free of it.
-    let mine = alloc();
+    let scene = Scene::new(7);
+    let theirs = scene.theirs;
     let slab = hooks::owned_slab().unwrap();
     assert_ne!(layout::slab_of(theirs), slab, "another slab's block");
     check_and_free(theirs, 7);
     // Our private list of the class is empty: the held slot comes first.
     let again = alloc();
     assert_eq!(again, theirs, "the slot we freed last, not new memory");
-    // Held slots go home one free late: holding one sends the one before.
     free(again);
-    free(mine);
-    drop(stop);
-    t.join().unwrap();
+    scene.end();
 }
 
 #[test]
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
 fn the_statistics_count_a_held_slot_as_free() {
-    let (theirs, stop, t) = foreign_block(8);
-    let mine = alloc();
+    let scene = Scene::new(8);
+    let theirs = scene.theirs;
     let sc = layout::size_class(SIZE, 8);
     let before = smalloc::stats::snapshot();
     check_and_free(theirs, 8);
@@ -104,9 +123,7 @@ fn the_statistics_count_a_held_slot_as_free() {
         before.slabs[origin].free_bytes + layout::slot_size(sc) as u64,
         "counted with the slab it belongs to"
     );
-    free(mine);
-    drop(stop);
-    t.join().unwrap();
+    scene.end();
 }
 
 #[test]
@@ -151,8 +168,8 @@ fn the_slots_a_thread_holds_go_home_when_it_ends() {
     ignore = "ThreadSanitizer does not support threads after a multi-threaded fork"
 )]
 fn a_fork_child_of_a_thread_that_holds_a_slot_loses_and_doubles_nothing() {
-    let (theirs, stop, t) = foreign_block(10);
-    let mine = alloc();
+    let scene = Scene::new(10);
+    let (theirs, mine) = (scene.theirs, scene.mine);
     check_and_free(theirs, 10);
     // SAFETY: the child only allocates and frees (lock-free) and calls
     // _exit.
@@ -185,17 +202,15 @@ fn a_fork_child_of_a_thread_that_holds_a_slot_loses_and_doubles_nothing() {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status), "child status {status:#x}");
     assert_eq!(libc::WEXITSTATUS(status), 0, "the child's checks failed");
-    free(mine);
-    drop(stop);
-    t.join().unwrap();
+    scene.end();
 }
 
 #[test]
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
 fn a_trim_sends_held_slots_home() {
-    let (theirs, stop, t) = foreign_block(11);
-    let mine = alloc();
+    let scene = Scene::new(11);
+    let theirs = scene.theirs;
     let origin = layout::slab_of(theirs);
     let sc = layout::size_class(SIZE, 8);
     check_and_free(theirs, 11);
@@ -206,7 +221,5 @@ fn a_trim_sends_held_slots_home() {
         before + 1,
         "on its own slab's lists"
     );
-    free(mine);
-    drop(stop);
-    t.join().unwrap();
+    scene.end();
 }
