@@ -119,6 +119,9 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
                 return counted(owner_refill(owned, sc), req);
             }
         }
+        if let Some(got) = crate::guest::take(sc) {
+            return counted(got, req);
+        }
         counted(shared_alloc(base, slab, sc), req)
     })
 }
@@ -722,6 +725,24 @@ pub unsafe fn dealloc(p: *mut u8) {
 pub unsafe fn push_home(addr: usize, sc: u32) {
     // SAFETY: per the contract.
     unsafe { dealloc_shared(addr, sc, SlotLink::of(addr)) }
+}
+
+/// [`push_home`] without the purge's tick: for emptying held slots from
+/// inside a sweep or a `fork` child's handler, which must not start one.
+///
+/// # Safety
+/// As [`push_home`]; `sc` is a small size class.
+pub unsafe fn push_home_quiet(addr: usize, sc: u32) {
+    debug_assert!(sc < LARGE_SC);
+    // SAFETY: the caller holds the free slot, which belongs to this flh's
+    // region; its link cell is its first four bytes.
+    unsafe {
+        free_list::push(
+            &shared(layout::slab_addr_of(addr), sc).flh,
+            &SlotLink::of(addr),
+            layout::link_of(addr),
+        );
+    }
 }
 
 /// [`dealloc`] of a capped or large slot (below the release size) of the

@@ -20,18 +20,19 @@ const _: () = assert!(HELD_SC <= home_slab::HELD_CREDIT_BITS);
 
 /// The thread frees the slot at `addr`, of small size class `sc`, which its
 /// slab's hot path did not take: true if it holds it now (it owns a slab
-/// and has a credit for `sc`); the caller sends the slot home otherwise.
+/// and has a credit for `sc`, or owns none and has cells:
+/// [`guest`](crate::guest)); the caller sends the slot home otherwise.
 #[inline]
 pub fn hold(addr: usize, sc: u32) -> bool {
     if config_off() || sc >= HELD_SC {
         return false;
     }
-    let credits = home_slab::held_credits();
-    if (credits >> sc) & 1 == 0 {
-        return false;
-    }
     let owned = home_slab::owned();
     if !is_owner(owned) {
+        return crate::guest::hold(addr, sc);
+    }
+    let credits = home_slab::held_credits();
+    if (credits >> sc) & 1 == 0 {
         return false;
     }
     let cell = tables(metadata::private_block(home_slab::owned_slab(owned))).held(sc);
@@ -54,7 +55,7 @@ pub fn hold(addr: usize, sc: u32) -> bool {
 /// per class in the thread's hint word, [`home_slab::held_credits`]). So an
 /// owner holds at most one slot per class between two of its allocations
 /// of it, and a thread that only frees (a consumer) holds at most one.
-const TAKEN: usize = 1;
+pub const TAKEN: usize = 1;
 
 /// The held slot of size class `sc` of the slab at `slab_addr`, which the
 /// caller owns and whose private list of `sc` ran dry, taken; the thread
@@ -104,7 +105,7 @@ pub fn send_home(slab_addr: usize) {
 /// every freed slot on a list) and while a feature sends frees to the cold
 /// path.
 #[inline(always)]
-fn config_off() -> bool {
+pub fn config_off() -> bool {
     features::config::SECURE || features::frees_cold()
 }
 

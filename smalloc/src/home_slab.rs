@@ -60,7 +60,8 @@ fn set_owned(slab_addr: usize) {
 /// released, so the thread never touches the private lists afterwards.
 fn set_not_owner() {
     let owned = owned();
-    // Only an owner holds slots.
+    // The owner's credits go; the same bits then name no guest set (a
+    // thread without a slab gave its own back before: `guest::leave`).
     set_held_credits(0);
     thread_words::store::<{ thread_words::ALLOC }>(metadata::empty_block());
     thread_words::store::<{ thread_words::OWNED }>(NOT_OWNER);
@@ -160,6 +161,30 @@ pub fn set_held_credits(credits: usize) {
     thread_words::store::<{ thread_words::HINT }>(keep | credits << HELD_CREDITS_SHIFT)
 }
 
+/// For a thread that owns no slab, the same bits of the hint word hold the
+/// number of its guest cells' set plus one ([`guest`](crate::guest)), 0
+/// while it has none; `None` for an owner.
+#[inline]
+pub fn guest_set() -> Option<usize> {
+    if is_owner(owned()) {
+        return None;
+    }
+    held_credits().checked_sub(1)
+}
+
+/// Records the guest cells' set of a thread that owns no slab (and, for a
+/// set claimed, in the value its end is noticed by: with the pthread-key
+/// fallback the C library may have cleared the hint word by then).
+#[inline]
+pub fn set_guest_set(n: Option<usize>) {
+    debug_assert!(!is_owner(owned()));
+    set_held_credits(n.map_or(0, |n| n + 1));
+    let current = current();
+    if n.is_some() && current != 0 {
+        exit::update(layout::slab_of(slab_addr(current)), false);
+    }
+}
+
 /// The slab address of a non-zero current word.
 #[inline]
 pub const fn slab_addr(current: usize) -> usize {
@@ -206,6 +231,9 @@ pub fn become_owner(base: usize, slab: usize) {
         // Stop using the old private lists before anyone can claim them.
         set_not_owner();
         ownership::release(layout::slab_of(owned_slab(old_owned)));
+    } else {
+        // Its held slots, in cells of its own until now.
+        crate::guest::leave();
     }
     metadata::tables(metadata::private_block(addr)).fill_regions(addr);
     set_owned(addr);
@@ -237,6 +265,9 @@ pub fn pin_unowned(base: usize, slab: usize) {
     if is_owner(w) {
         set_not_owner();
         ownership::release(layout::slab_of(owned_slab(w)));
+    } else {
+        // A pinned thread holds nothing.
+        crate::guest::leave();
     }
     thread_words::store::<{ thread_words::CURRENT }>(current() | NO_OWN);
     move_to(base, slab);
@@ -256,6 +287,10 @@ mod exit {
     /// Added to the key's value when the thread owns its slab.
     const OWNS: usize = 1 << 8;
 
+    /// In the key's value, from this bit on: the thread's guest cells' set
+    /// plus one, 0 for none ([`guest`](crate::guest)).
+    const GUEST_SHIFT: u32 = 16;
+
     /// The key (see [`key_once`](crate::thread_words::key_once)). Without one, exits go
     /// unnoticed: slabs stay owned and counts only grow, so later threads
     /// share slabs without owning them.
@@ -269,7 +304,8 @@ mod exit {
     /// Records where the calling thread is now.
     pub fn update(slab: usize, owns: bool) {
         if let Some(key) = key() {
-            let value = slab + 1 + if owns { OWNS } else { 0 };
+            let guest = super::guest_set().map_or(0, |n| n + 1) << GUEST_SHIFT;
+            let value = slab + 1 + if owns { OWNS } else { 0 } + guest;
             // SAFETY: a valid key; the value is an integer in pointer form,
             // never dereferenced. glibc stores the values of the first 32
             // keys without allocating; for a later key the first store may
@@ -296,6 +332,10 @@ mod exit {
     extern "C" fn at_exit(value: *mut c_void) {
         let value = value.addr();
         let slab = (value & (OWNS - 1)).wrapping_sub(1);
+        // From the key's value too, as the slab below.
+        if let Some(set) = (value >> GUEST_SHIFT).checked_sub(1) {
+            crate::guest::give_back(set);
+        }
         if slab >= NUM_SLABS {
             return;
         }
@@ -353,6 +393,7 @@ mod fork {
         ownership::reset_after_fork(mine);
         crate::nudge::reset_after_fork(mine);
         crate::commit::reset_after_fork();
+        crate::guest::reset_after_fork();
         occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
     }
 }

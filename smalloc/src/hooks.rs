@@ -50,6 +50,13 @@ pub fn owned_slab() -> Option<usize> {
         .then(|| crate::layout::slab_of(crate::home_slab::owned_slab(owned)))
 }
 
+/// The slab the calling thread allocates from (its own, or the shared slab
+/// of a thread without one), if it has allocated. For tests.
+pub fn current_slab() -> Option<usize> {
+    let current = crate::home_slab::current();
+    (current != 0).then(|| crate::layout::slab_of(crate::home_slab::slab_addr(current)))
+}
+
 /// The slabs that have an owner, as a bit set. For diagnostics and tests.
 pub fn owned_slabs() -> usize {
     !crate::ownership::unowned() & ((1 << crate::layout::THREAD_SLABS) - 1)

@@ -14,6 +14,7 @@ mod features;
 pub mod free_list;
 mod geometry;
 pub mod grow;
+pub mod guest;
 mod held;
 mod home_slab;
 #[doc(hidden)]

@@ -488,6 +488,9 @@ pub struct Swept {
 /// `budget` resident bytes were given back. Safe while other threads
 /// allocate and free.
 pub fn sweep(force: bool, budget: usize) -> Swept {
+    // The slots threads without a slab hold go home first: a sweep may then
+    // give their pages back with the rest.
+    crate::guest::send_home_all();
     sweep_slabs(force, budget, false)
 }
 

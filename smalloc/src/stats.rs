@@ -304,6 +304,11 @@ pub fn snapshot() -> Snapshot {
             s.slabs[origin].free_bytes += layout::slot_size(sc) as u64;
         }
     }
+    // And those threads without a slab hold (`guest`).
+    crate::guest::for_each_held(|held, sc| {
+        s.classes[sc as usize].free_private += 1;
+        s.slabs[layout::slab_of(held)].free_bytes += layout::slot_size(sc) as u64;
+    });
     s
 }
 

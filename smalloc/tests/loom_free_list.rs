@@ -8,7 +8,9 @@
 //! giving a span back (`smalloc::spans`) while others pop and take spans;
 //! and an owner holding another slab's slot (`held`): sent home or handed
 //! out again while that slab's owner takes its shared list, inherited with
-//! the holder's slab by its next owner.
+//! the holder's slab by its next owner; and a guest cell (`guest`, the real
+//! operations) emptied by a trim while its thread holds and takes a slot,
+//! or empties it at its end.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -25,7 +27,8 @@
 //!   the tail to 0 without first making claims fail), a slot handed out
 //!   twice in the reset test; with `--cfg smalloc_blind_span_take` (a span
 //!   taken by a load and a store), a slot handed out twice in the span
-//!   test.
+//!   test; with `--cfg smalloc_blind_guest_empty` (a guest cell emptied by
+//!   a load and a store), a slot handed out twice in the first guest test.
 
 #![cfg(loom)]
 
@@ -35,6 +38,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
+use smalloc::guest;
 use smalloc::nudge::{self, EntryCell};
 use smalloc::ownership::{self, SetCell};
 use smalloc::private_list::{self, HeadCell};
@@ -757,5 +761,126 @@ fn the_next_owner_of_a_holders_slab_inherits_its_held_slot() {
             .map(|s| s.into_iter().collect())
             .collect();
         check_conservation(&home, taken);
+    });
+}
+
+/// A guest cell (`smalloc/src/guest.rs`, the real operations): its thread
+/// changes it with compare-and-swaps, any thread empties it with a swap.
+struct GuestCell(AtomicU64);
+
+impl guest::CellWord for GuestCell {
+    fn load(&self, order: Ordering) -> u64 {
+        self.0.load(order)
+    }
+    fn compare_exchange(&self, c: u64, n: u64, s: Ordering, f: Ordering) -> Result<u64, u64> {
+        self.0.compare_exchange(c, n, s, f)
+    }
+    fn swap(&self, v: u64, order: Ordering) -> u64 {
+        self.0.swap(v, order)
+    }
+    fn store(&self, v: u64, order: Ordering) {
+        self.0.store(v, order)
+    }
+}
+
+/// A slot's address in a guest cell: its link, shifted clear of the
+/// cell's mark bit.
+fn cell_addr(l: u32) -> usize {
+    (l as usize) << 1
+}
+
+/// The guest's free of slot `l`: held, or sent home.
+fn guest_free(cell: &GuestCell, home: &Slab, l: u32) {
+    if !guest::hold_in(cell, cell_addr(l)) {
+        home.push_shared(l);
+    }
+}
+
+/// A guest (a thread without a slab) frees both slots of a slab, holding
+/// the first (the second goes home: the cell is full), and takes the held
+/// one back; meanwhile a trim empties its cell from another thread, and the
+/// slab's owner allocates (taking its shared list whole). Built with `--cfg
+/// smalloc_blind_guest_empty` (the trim reads, then clears the cell) the
+/// guest takes the slot the trim sends home.
+#[test]
+#[cfg_attr(smalloc_blind_guest_empty, should_panic(expected = "handed out twice"))]
+fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
+    model(|| {
+        let home = Slab::new(2);
+        assert!(home.claim());
+        let a = home.alloc_owned().unwrap();
+        let b = home.alloc_owned().unwrap();
+        home.release();
+        let cell = Arc::new(GuestCell(AtomicU64::new(0)));
+        let (c1, h1) = (cell.clone(), home.clone());
+        let g = thread::spawn(move || {
+            guest_free(&c1, &h1, a);
+            guest_free(&c1, &h1, b);
+            guest::take_in(&*c1).map(|x| (x >> 1) as u32)
+        });
+        let (c2, h2) = (cell.clone(), home.clone());
+        let trim = thread::spawn(move || {
+            if let Some(x) = guest::empty_in(&*c2) {
+                h2.push_shared((x >> 1) as u32);
+            }
+        });
+        let h3 = home.clone();
+        let owner = thread::spawn(move || {
+            h3.claim_wait();
+            let y = h3.alloc_owned();
+            h3.release();
+            y
+        });
+        let mine = g.join().unwrap();
+        trim.join().unwrap();
+        let y = owner.join().unwrap();
+        check_conservation(
+            &home,
+            vec![mine.into_iter().collect(), y.into_iter().collect()],
+        );
+    });
+}
+
+/// A guest hands out its held slot, frees it again (home: the slot just
+/// handed out), holds another and ends (its cell emptied as `guest::leave`
+/// does) while a trim empties the same cell: each slot goes home once.
+#[test]
+#[cfg_attr(
+    smalloc_blind_guest_empty,
+    ignore = "two blind emptiers push one slot twice: a cycle the drain never leaves"
+)]
+fn a_guest_ends_while_a_trim_empties_its_cell() {
+    model(|| {
+        let home = Slab::new(2);
+        assert!(home.claim());
+        let a = home.alloc_owned().unwrap();
+        let b = home.alloc_owned().unwrap();
+        home.release();
+        let cell = Arc::new(GuestCell(AtomicU64::new(0)));
+        let (c1, h1) = (cell.clone(), home.clone());
+        let g = thread::spawn(move || {
+            guest_free(&c1, &h1, a);
+            if let Some(x) = guest::take_in(&*c1) {
+                guest_free(&c1, &h1, (x >> 1) as u32);
+            }
+            guest_free(&c1, &h1, b);
+            if let Some(x) = guest::empty_in(&*c1) {
+                h1.push_shared((x >> 1) as u32);
+            }
+        });
+        let (c2, h2) = (cell.clone(), home.clone());
+        let trim = thread::spawn(move || {
+            if let Some(x) = guest::empty_in(&*c2) {
+                h2.push_shared((x >> 1) as u32);
+            }
+        });
+        g.join().unwrap();
+        trim.join().unwrap();
+        assert_eq!(
+            cell.0.load(Ordering::Relaxed) & !1,
+            0,
+            "the cell holds nothing"
+        );
+        check_conservation(&home, vec![]);
     });
 }

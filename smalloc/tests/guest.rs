@@ -1,0 +1,302 @@
+//! Guest cells: a thread that owns no slab (every slab has an owner) keeps
+//! the last small slot it frees of a class in cells of its own and hands
+//! it out again at its next allocation of the class; what it holds goes
+//! home when it ends, in a trim (from any thread), and in a `fork` child
+//! of another thread.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::thread;
+
+use devutils::{check, fill};
+use smalloc::{Smalloc, hooks, layout};
+
+static A: Smalloc = Smalloc::new();
+
+/// 720-byte blocks (768-byte slots): a class the test harness's own
+/// allocations leave alone.
+const SIZE: usize = 720;
+
+fn l() -> Layout {
+    Layout::from_size_align(SIZE, 8).unwrap()
+}
+
+fn sc() -> u32 {
+    layout::size_class(SIZE, 8)
+}
+
+fn alloc() -> usize {
+    // SAFETY: a non-zero layout.
+    let p = unsafe { A.alloc(l()) };
+    assert!(!p.is_null());
+    p.addr()
+}
+
+fn free(p: usize) {
+    // SAFETY: `p` came from `alloc` and is live.
+    unsafe { A.dealloc(std::ptr::with_exposed_provenance_mut(p), l()) }
+}
+
+/// Frees `p` (whole, `tag`), after checking it.
+fn check_and_free(p: usize, tag: u64) {
+    // SAFETY: a live block of SIZE bytes filled with `tag`.
+    let ok = unsafe { check(std::ptr::with_exposed_provenance_mut(p), SIZE, tag) };
+    assert_eq!(ok, Ok(()), "block {p:#x} corrupted");
+    free(p);
+}
+
+/// Threads that own every slab, alive until [`Owners::end`]; each handed
+/// over a block of its slab filled with the slab's number (and keeps a
+/// second one, so that no sweep resets the region).
+struct Owners {
+    blocks: Vec<usize>,
+    stop: mpsc::Sender<()>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Owners {
+    fn new() -> Owners {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let stopped = std::sync::Arc::new(std::sync::Mutex::new(stopped));
+        let all = (1usize << layout::THREAD_SLABS) - 1;
+        let (mut blocks, mut threads) = (Vec::new(), Vec::new());
+        free(alloc());
+        if let Some(slab) = hooks::owned_slab() {
+            let p = alloc();
+            // SAFETY: a live block of SIZE bytes.
+            unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, slab as u64) };
+            blocks.push(p);
+        }
+        while hooks::owned_slabs() != all {
+            let (to_me, from_it) = mpsc::channel();
+            let stopped = stopped.clone();
+            threads.push(thread::spawn(move || {
+                let keep = alloc();
+                let p = alloc();
+                let slab = hooks::owned_slab();
+                if let Some(slab) = slab {
+                    // SAFETY: a live block of SIZE bytes.
+                    unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, slab as u64) };
+                }
+                to_me.send(slab.map(|_| p)).unwrap();
+                let _ = stopped.lock().unwrap().recv();
+                free(keep);
+                if slab.is_none() {
+                    free(p);
+                }
+            }));
+            if let Some(p) = from_it.recv().unwrap() {
+                blocks.push(p);
+            }
+        }
+        Owners {
+            blocks,
+            stop,
+            threads,
+        }
+    }
+
+    fn end(self) {
+        drop(self.stop);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// A block of `pool`, taken: one of a slab other than the calling thread's
+/// current one.
+fn take(pool: &mut Vec<usize>) -> usize {
+    let not = hooks::current_slab();
+    let i = pool
+        .iter()
+        .position(|&p| Some(layout::slab_of(p)) != not)
+        .expect("blocks of 16 slabs");
+    pool.swap_remove(i)
+}
+
+/// Runs `f` on a new thread, which owns no slab (asserted), with a block of
+/// its own allocated.
+fn as_guest<T: Send + 'static>(f: impl FnOnce(usize) -> T + Send + 'static) -> T {
+    thread::spawn(move || {
+        let own = alloc();
+        assert_eq!(hooks::owned_slab(), None, "every slab has an owner");
+        let out = f(own);
+        free(own);
+        out
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
+#[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
+fn a_guest_hands_out_again_the_slot_it_freed_last() {
+    let mut owners = Owners::new();
+    let mut blocks = std::mem::take(&mut owners.blocks);
+    let sc = sc();
+    let (p, pushes, pushed, again) = as_guest(move |_| {
+        let p = take(&mut blocks);
+        let origin = layout::slab_of(p);
+        let pushes = hooks::list_usage(origin, sc).shared_frees;
+        check_and_free(p, origin as u64);
+        let pushed = hooks::list_usage(origin, sc).shared_frees;
+        let again = alloc();
+        // Freed again at once: home (a thread cycling on one block of
+        // another slab must not keep it).
+        free(again);
+        (p, pushes, pushed, again)
+    });
+    assert_eq!(again, p, "the slot the guest freed last");
+    assert_eq!(pushed, pushes, "held, not sent home");
+    assert_eq!(
+        hooks::list_usage(layout::slab_of(p), sc).shared_frees,
+        pushes + 1,
+        "home after its second free"
+    );
+    owners.end();
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
+#[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
+fn the_statistics_count_a_guests_slot_as_free_and_it_goes_home_at_its_end() {
+    let mut owners = Owners::new();
+    let mut blocks = std::mem::take(&mut owners.blocks);
+    let sc = sc();
+    let (origin, pushes, before, after) = as_guest(move |_| {
+        let p = take(&mut blocks);
+        let origin = layout::slab_of(p);
+        let pushes = hooks::list_usage(origin, sc).shared_frees;
+        let before = smalloc::stats::snapshot();
+        check_and_free(p, origin as u64);
+        (origin, pushes, before, smalloc::stats::snapshot())
+    });
+    let (b, a) = (&before.classes[sc as usize], &after.classes[sc as usize]);
+    assert_eq!(a.handed_out, b.handed_out);
+    assert_eq!(a.free_private, b.free_private + 1, "held: free");
+    assert_eq!(a.free_shared, b.free_shared, "not sent home yet");
+    assert_eq!(
+        after.slabs[origin].free_bytes,
+        before.slabs[origin].free_bytes + layout::slot_size(sc) as u64,
+        "counted with the slab it belongs to"
+    );
+    // The guest ended: its slot is on its slab's shared list.
+    assert_eq!(hooks::list_usage(origin, sc).shared_frees, pushes + 1);
+    let end = smalloc::stats::snapshot();
+    assert_eq!(end.classes[sc as usize].free_private, b.free_private);
+    // It and the guest's own block (sent home: the cell was full).
+    assert_eq!(end.classes[sc as usize].free_shared, b.free_shared + 2);
+    owners.end();
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
+#[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
+fn a_trim_on_another_thread_sends_a_guests_slot_home() {
+    let mut owners = Owners::new();
+    let mut blocks = std::mem::take(&mut owners.blocks);
+    let sc = sc();
+    let (held_tx, held_rx) = mpsc::channel();
+    let (trimmed_tx, trimmed_rx) = mpsc::channel::<()>();
+    let guest = thread::spawn(move || {
+        let own = alloc();
+        assert_eq!(hooks::owned_slab(), None);
+        let p = take(&mut blocks);
+        check_and_free(p, layout::slab_of(p) as u64);
+        held_tx.send(p).unwrap();
+        trimmed_rx.recv().unwrap();
+        // Its cell is empty: a slot from the shared lists, not `p` from
+        // the cell (its own slab is not `p`'s, whose shared list has it).
+        let next = alloc();
+        free(next);
+        free(own);
+        next
+    });
+    let p = held_rx.recv().unwrap();
+    let origin = layout::slab_of(p);
+    let before = hooks::list_usage(origin, sc).free;
+    smalloc::stats::trim(0);
+    assert_eq!(
+        hooks::list_usage(origin, sc).free,
+        before + 1,
+        "on its own slab's lists"
+    );
+    trimmed_tx.send(()).unwrap();
+    let next = guest.join().unwrap();
+    assert_ne!(next, p, "taken from the guest by the trim");
+    owners.end();
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "Miri cannot fork")]
+#[cfg_attr(
+    smalloc_tsan,
+    ignore = "ThreadSanitizer does not support threads after a multi-threaded fork"
+)]
+fn a_fork_child_empties_the_cells_of_the_parents_other_guests() {
+    let mut owners = Owners::new();
+    let (p, q) = (take(&mut owners.blocks), take(&mut owners.blocks));
+    let sc = sc();
+    // Another guest holds `q` while this one forks.
+    let (held_tx, held_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let other = thread::spawn(move || {
+        let own = alloc();
+        assert_eq!(hooks::owned_slab(), None);
+        check_and_free(q, layout::slab_of(q) as u64);
+        held_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        free(own);
+    });
+    held_rx.recv().unwrap();
+    let status = as_guest(move |own| {
+        check_and_free(p, layout::slab_of(p) as u64);
+        let q_free = hooks::list_usage(layout::slab_of(q), sc).free;
+        // SAFETY: the child only allocates and frees (lock-free) and calls
+        // _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = std::panic::catch_unwind(|| {
+                let held = !cfg!(feature = "secure");
+                if held {
+                    assert_eq!(
+                        hooks::list_usage(layout::slab_of(q), sc).free,
+                        q_free + 1,
+                        "the other guest's slot went home"
+                    );
+                }
+                let n = 3000;
+                let blocks: Vec<usize> = (0..n).map(|_| alloc()).collect();
+                if held {
+                    assert_eq!(blocks[0], p, "the forking guest still holds its slot");
+                }
+                let distinct: HashSet<usize> = blocks.iter().copied().collect();
+                assert_eq!(distinct.len(), n, "a slot handed out twice");
+                assert!(!distinct.contains(&own), "a live block handed out");
+                for (i, &b) in blocks.iter().enumerate() {
+                    // SAFETY: live blocks of SIZE bytes.
+                    unsafe { fill(std::ptr::with_exposed_provenance_mut(b), SIZE, i as u64) };
+                }
+                for (i, &b) in blocks.iter().enumerate() {
+                    check_and_free(b, i as u64);
+                }
+            })
+            .map_or(1, |()| 0);
+            // SAFETY: _exit never returns.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        status
+    });
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "the child's checks failed");
+    done_tx.send(()).unwrap();
+    other.join().unwrap();
+    owners.end();
+}
