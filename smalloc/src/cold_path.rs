@@ -118,9 +118,9 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
             if let Some(owned) = claim_any(base, slab) {
                 return counted(owner_refill(owned, sc), req);
             }
-        }
-        if let Some(got) = crate::guest::take(sc) {
-            return counted(got, req);
+            if let Some(got) = crate::guest::take(sc) {
+                return counted(got, req);
+            }
         }
         counted(shared_alloc(base, slab, sc), req)
     })

@@ -149,46 +149,41 @@ pub fn empty_in<C: CellWord + ?Sized>(cell: &C) -> Option<usize> {
     (c != 0 && c & TAKEN == 0).then_some(c)
 }
 
-/// The calling thread, which owns no slab, frees the small slot at `addr` of
-/// size class `sc` (below [`HELD_SC`]): true if it holds it now, in its
-/// cells (claimed now if it has none and may own a slab: a thread that
-/// ends or was pinned to a shared slab holds nothing).
+/// The calling thread, which owns no slab and has set `n`, frees the small
+/// slot at `addr` of size class `sc` (below [`HELD_SC`]): true if it holds
+/// it now.
 #[inline]
-pub(crate) fn hold(addr: usize, sc: u32) -> bool {
+pub(crate) fn hold(n: usize, addr: usize, sc: u32) -> bool {
     debug_assert!(sc < HELD_SC && !is_owner(home_slab::owned()));
-    let n = match home_slab::guest_set() {
-        Some(n) => n,
-        None => match claim() {
-            Some(n) => n,
-            None => return false,
-        },
-    };
+    debug_assert_eq!(home_slab::guest_set(), Some(n));
     hold_in(cell(n, sc), addr)
 }
 
-/// The slot the calling thread, which owns no slab, holds for size class
-/// `sc`, taken.
+/// The slot the calling thread, which owns no slab but may own one, holds
+/// for size class `sc`, taken. A thread without a set claims one here, at
+/// its first allocation as a guest (a pinned or ending thread, which may
+/// not own a slab, never gets here, and so holds nothing).
 #[inline]
 pub(crate) fn take(sc: u32) -> Option<Slot> {
     if held::config_off() || sc >= HELD_SC {
         return None;
     }
-    let c = take_in(cell(home_slab::guest_set()?, sc))?;
+    let Some(n) = home_slab::guest_set_unowned() else {
+        claim();
+        return None;
+    };
+    let c = take_in(cell(n, sc))?;
     Some(Slot {
         ptr: sys::ptr_at(c),
         fresh: false,
     })
 }
 
-/// Claims a set for the calling thread, which has none: `None` if every set
-/// is taken, or the thread must not own a slab (it is ending: its set would
-/// outlive it), or was never placed (its end goes unnoticed).
+/// Claims a set for the calling thread, which has none and may own a slab
+/// (not one that ends: its set would outlive it), unless every set is
+/// taken.
 #[cold]
-fn claim() -> Option<usize> {
-    let current = home_slab::current();
-    if current == 0 || !home_slab::may_own(current) {
-        return None;
-    }
+fn claim() {
     for (w, word) in CLAIMED.iter().enumerate() {
         // Relaxed: a hint; the `fetch_or` decides.
         let mut free = !word.load(Ordering::Relaxed);
@@ -199,12 +194,11 @@ fn claim() -> Option<usize> {
             if word.fetch_or(bit, Ordering::Acquire) & bit == 0 {
                 let n = w * usize::BITS as usize + bit.trailing_zeros() as usize;
                 home_slab::set_guest_set(Some(n));
-                return Some(n);
+                return;
             }
             free &= !bit;
         }
     }
-    None
 }
 
 /// Sends every slot held in set `n` home and empties its cells.

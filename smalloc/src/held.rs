@@ -27,11 +27,16 @@ pub fn hold(addr: usize, sc: u32) -> bool {
     if config_off() || sc >= HELD_SC {
         return false;
     }
+    // An owner's credits, or a guest's set plus one: none, nothing held
+    // (and a pinned thread, which has neither, stops here).
+    let credits = home_slab::held_credits();
+    if credits == 0 {
+        return false;
+    }
     let owned = home_slab::owned();
     if !is_owner(owned) {
-        return crate::guest::hold(addr, sc);
+        return crate::guest::hold(credits - 1, addr, sc);
     }
-    let credits = home_slab::held_credits();
     if (credits >> sc) & 1 == 0 {
         return false;
     }

@@ -169,6 +169,12 @@ pub fn guest_set() -> Option<usize> {
     if is_owner(owned()) {
         return None;
     }
+    guest_set_unowned()
+}
+
+/// [`guest_set`] of a thread the caller knows owns no slab.
+#[inline(always)]
+pub fn guest_set_unowned() -> Option<usize> {
     held_credits().checked_sub(1)
 }
 
