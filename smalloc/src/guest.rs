@@ -6,8 +6,8 @@
 //! class: the pair then touches only its own cells.
 //!
 //! The cells are sets of a static table, claimed like slabs (a bit per set)
-//! by the thread's first hold, their number kept in its hint word
-//! ([`home_slab::guest_set`]). Unlike an owner's cells, anyone may empty
+//! at the thread's first allocation as a guest, their number kept in its
+//! hint word ([`home_slab::guest_set`]). Unlike an owner's cells, anyone may empty
 //! them: the thread changes its cells with read-modify-writes, so a trim, a
 //! sweep or a `fork` child's handler takes each slot held with one swap and
 //! sends it home, and the thread's own next change fails and sends its slot
