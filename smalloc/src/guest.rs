@@ -1,18 +1,18 @@
-//! Guest cells: the held slots ([`held`](crate::held)) of a thread that owns
-//! no slab (a thread beyond the slabs' count). Such a thread allocates from
-//! and frees onto shared lists, a compare-and-swap on a line other threads
-//! write each time; with cells of its own it keeps a small slot it frees,
-//! one per size class, and hands it out at its next allocation of the
-//! class: the pair then touches only its own cells.
+//! Guest cells: the held slots (`held`) of a thread that owns no slab (a
+//! thread beyond the slabs' count). Such a thread allocates from and frees
+//! onto shared lists, a compare-and-swap on a line other threads write each
+//! time; with cells of its own it keeps a small slot it frees, one per size
+//! class, and hands it out at its next allocation of the class: the pair
+//! then touches only its own cells.
 //!
 //! The cells are sets of a static table, claimed like slabs (a bit per set)
 //! at the thread's first allocation as a guest, their number kept in its
-//! hint word ([`home_slab::guest_set`]). Unlike an owner's cells, anyone may empty
-//! them: the thread changes its cells with read-modify-writes, so a trim, a
-//! sweep or a `fork` child's handler takes each slot held with one swap and
-//! sends it home, and the thread's own next change fails and sends its slot
-//! home instead. The thread empties and gives its set back when it ends or
-//! claims a slab.
+//! hint word (`home_slab::guest_set`). Unlike an owner's cells, anyone may
+//! empty them: the thread changes its cells with read-modify-writes, so a
+//! trim, a sweep or a `fork` child's handler takes each slot held with one
+//! swap and sends it home, and the thread's own next change fails and sends
+//! its slot home instead. The thread empties and gives its set back when it
+//! ends or claims a slab.
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
