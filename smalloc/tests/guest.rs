@@ -130,25 +130,37 @@ fn as_guest<T: Send + 'static>(f: impl FnOnce(usize) -> T + Send + 'static) -> T
     .unwrap()
 }
 
+/// Runs `f` as [`as_guest`] does, with a block of the owners' pool from a
+/// slab other than the guest's, its slab, and the pushes onto that slab's
+/// shared list of the class so far.
+fn as_guest_with_a_block<T: Send + 'static>(
+    owners: &mut Owners,
+    f: impl FnOnce(usize, usize, u64) -> T + Send + 'static,
+) -> T {
+    let mut blocks = std::mem::take(&mut owners.blocks);
+    as_guest(move |_| {
+        let p = take(&mut blocks);
+        let origin = layout::slab_of(p);
+        f(p, origin, hooks::list_usage(origin, sc()).shared_frees)
+    })
+}
+
 #[test]
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
 fn a_guest_hands_out_again_the_slot_it_freed_last() {
     let mut owners = Owners::new();
-    let mut blocks = std::mem::take(&mut owners.blocks);
     let sc = sc();
-    let (p, pushes, pushed, again) = as_guest(move |_| {
-        let p = take(&mut blocks);
-        let origin = layout::slab_of(p);
-        let pushes = hooks::list_usage(origin, sc).shared_frees;
-        check_and_free(p, origin as u64);
-        let pushed = hooks::list_usage(origin, sc).shared_frees;
-        let again = alloc();
-        // Freed again at once: home (a thread cycling on one block of
-        // another slab must not keep it).
-        free(again);
-        (p, pushes, pushed, again)
-    });
+    let (p, pushes, pushed, again) =
+        as_guest_with_a_block(&mut owners, move |p, origin, pushes| {
+            check_and_free(p, origin as u64);
+            let pushed = hooks::list_usage(origin, sc).shared_frees;
+            let again = alloc();
+            // Freed again at once: home (a thread cycling on one block of
+            // another slab must not keep it).
+            free(again);
+            (p, pushes, pushed, again)
+        });
     assert_eq!(again, p, "the slot the guest freed last");
     assert_eq!(pushed, pushes, "held, not sent home");
     assert_eq!(
@@ -164,16 +176,13 @@ fn a_guest_hands_out_again_the_slot_it_freed_last() {
 #[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
 fn the_statistics_count_a_guests_slot_as_free_and_it_goes_home_at_its_end() {
     let mut owners = Owners::new();
-    let mut blocks = std::mem::take(&mut owners.blocks);
     let sc = sc();
-    let (origin, pushes, before, after) = as_guest(move |_| {
-        let p = take(&mut blocks);
-        let origin = layout::slab_of(p);
-        let pushes = hooks::list_usage(origin, sc).shared_frees;
-        let before = smalloc::stats::snapshot();
-        check_and_free(p, origin as u64);
-        (origin, pushes, before, smalloc::stats::snapshot())
-    });
+    let (origin, pushes, before, after) =
+        as_guest_with_a_block(&mut owners, move |p, origin, pushes| {
+            let before = smalloc::stats::snapshot();
+            check_and_free(p, origin as u64);
+            (origin, pushes, before, smalloc::stats::snapshot())
+        });
     let (b, a) = (&before.classes[sc as usize], &after.classes[sc as usize]);
     assert_eq!(a.handed_out, b.handed_out);
     assert_eq!(a.free_private, b.free_private + 1, "held: free");

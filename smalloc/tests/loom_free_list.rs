@@ -789,6 +789,29 @@ fn cell_addr(l: u32) -> usize {
     (l as usize) << 1
 }
 
+/// The link of a slot's address in a guest cell.
+fn cell_link(addr: usize) -> u32 {
+    (addr >> 1) as u32
+}
+
+/// A slab of two slots (both handed out: returned) and an empty guest cell.
+fn guest_scene() -> (Arc<Slab>, u32, u32, Arc<GuestCell>) {
+    let home = Slab::new(2);
+    assert!(home.claim());
+    let a = home.alloc_owned().unwrap();
+    let b = home.alloc_owned().unwrap();
+    home.release();
+    (home, a, b, Arc::new(GuestCell(AtomicU64::new(0))))
+}
+
+/// Empties the cell (a trim, or the guest at its end) and sends what it
+/// held home.
+fn empty_guest_cell(cell: &GuestCell, home: &Slab) {
+    if let Some(x) = guest::empty_in(cell) {
+        home.push_shared(cell_link(x));
+    }
+}
+
 /// The guest's free of slot `l`: held, or sent home.
 fn guest_free(cell: &GuestCell, home: &Slab, l: u32) {
     if !guest::hold_in(cell, cell_addr(l)) {
@@ -806,24 +829,15 @@ fn guest_free(cell: &GuestCell, home: &Slab, l: u32) {
 #[cfg_attr(smalloc_blind_guest_empty, should_panic(expected = "handed out twice"))]
 fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
     model(|| {
-        let home = Slab::new(2);
-        assert!(home.claim());
-        let a = home.alloc_owned().unwrap();
-        let b = home.alloc_owned().unwrap();
-        home.release();
-        let cell = Arc::new(GuestCell(AtomicU64::new(0)));
+        let (home, a, b, cell) = guest_scene();
         let (c1, h1) = (cell.clone(), home.clone());
         let g = thread::spawn(move || {
             guest_free(&c1, &h1, a);
             guest_free(&c1, &h1, b);
-            guest::take_in(&*c1).map(|x| (x >> 1) as u32)
+            guest::take_in(&*c1).map(cell_link)
         });
         let (c2, h2) = (cell.clone(), home.clone());
-        let trim = thread::spawn(move || {
-            if let Some(x) = guest::empty_in(&*c2) {
-                h2.push_shared((x >> 1) as u32);
-            }
-        });
+        let trim = thread::spawn(move || empty_guest_cell(&c2, &h2));
         let h3 = home.clone();
         let owner = thread::spawn(move || {
             h3.claim_wait();
@@ -851,29 +865,18 @@ fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
 )]
 fn a_guest_ends_while_a_trim_empties_its_cell() {
     model(|| {
-        let home = Slab::new(2);
-        assert!(home.claim());
-        let a = home.alloc_owned().unwrap();
-        let b = home.alloc_owned().unwrap();
-        home.release();
-        let cell = Arc::new(GuestCell(AtomicU64::new(0)));
+        let (home, a, b, cell) = guest_scene();
         let (c1, h1) = (cell.clone(), home.clone());
         let g = thread::spawn(move || {
             guest_free(&c1, &h1, a);
             if let Some(x) = guest::take_in(&*c1) {
-                guest_free(&c1, &h1, (x >> 1) as u32);
+                guest_free(&c1, &h1, cell_link(x));
             }
             guest_free(&c1, &h1, b);
-            if let Some(x) = guest::empty_in(&*c1) {
-                h1.push_shared((x >> 1) as u32);
-            }
+            empty_guest_cell(&c1, &h1);
         });
         let (c2, h2) = (cell.clone(), home.clone());
-        let trim = thread::spawn(move || {
-            if let Some(x) = guest::empty_in(&*c2) {
-                h2.push_shared((x >> 1) as u32);
-            }
-        });
+        let trim = thread::spawn(move || empty_guest_cell(&c2, &h2));
         g.join().unwrap();
         trim.join().unwrap();
         assert_eq!(
