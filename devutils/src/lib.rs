@@ -10,6 +10,7 @@
 //! * [`process`]: resource limits, the process's mappings, core files.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod fork;
 pub mod process;
 pub mod stats;
 

@@ -5,7 +5,6 @@
 //! of another thread.
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::collections::HashSet;
 use std::sync::mpsc;
 use std::thread;
 
@@ -261,50 +260,20 @@ fn a_fork_child_empties_the_cells_of_the_parents_other_guests() {
         free(own);
     });
     held_rx.recv().unwrap();
-    let status = as_guest(move |own| {
+    as_guest(move |own| {
         check_and_free(p, layout::slab_of(p) as u64);
         let q_free = hooks::list_usage(layout::slab_of(q), sc).free;
-        // SAFETY: the child only allocates and frees (lock-free) and calls
-        // _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let code = std::panic::catch_unwind(|| {
-                let held = !cfg!(feature = "secure");
-                if held {
-                    assert_eq!(
-                        hooks::list_usage(layout::slab_of(q), sc).free,
-                        q_free + 1,
-                        "the other guest's slot went home"
-                    );
-                }
-                let n = 3000;
-                let blocks: Vec<usize> = (0..n).map(|_| alloc()).collect();
-                if held {
-                    assert_eq!(blocks[0], p, "the forking guest still holds its slot");
-                }
-                let distinct: HashSet<usize> = blocks.iter().copied().collect();
-                assert_eq!(distinct.len(), n, "a slot handed out twice");
-                assert!(!distinct.contains(&own), "a live block handed out");
-                for (i, &b) in blocks.iter().enumerate() {
-                    // SAFETY: live blocks of SIZE bytes.
-                    unsafe { fill(std::ptr::with_exposed_provenance_mut(b), SIZE, i as u64) };
-                }
-                for (i, &b) in blocks.iter().enumerate() {
-                    check_and_free(b, i as u64);
-                }
-            })
-            .map_or(1, |()| 0);
-            // SAFETY: _exit never returns.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        status
+        let held = !cfg!(feature = "secure");
+        devutils::fork::child_allocates(&A, l(), own, held.then_some(p), || {
+            if held {
+                assert_eq!(
+                    hooks::list_usage(layout::slab_of(q), sc).free,
+                    q_free + 1,
+                    "the other guest's slot went home"
+                );
+            }
+        });
     });
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "the child's checks failed");
     done_tx.send(()).unwrap();
     other.join().unwrap();
     owners.end();

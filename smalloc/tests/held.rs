@@ -4,7 +4,6 @@
 //! holds another, at its hand-overs and when it ends.
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::collections::HashSet;
 use std::sync::mpsc;
 use std::thread;
 
@@ -171,37 +170,8 @@ fn a_fork_child_of_a_thread_that_holds_a_slot_loses_and_doubles_nothing() {
     let scene = Scene::new(10);
     let (theirs, mine) = (scene.theirs, scene.mine);
     check_and_free(theirs, 10);
-    // SAFETY: the child only allocates and frees (lock-free) and calls
-    // _exit.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        let code = std::panic::catch_unwind(|| {
-            let n = 3000;
-            let blocks: Vec<usize> = (0..n).map(|_| alloc()).collect();
-            if !cfg!(feature = "secure") {
-                assert_eq!(blocks[0], theirs, "the child's thread still holds it");
-            }
-            let distinct: HashSet<usize> = blocks.iter().copied().collect();
-            assert_eq!(distinct.len(), n, "a slot handed out twice");
-            assert!(!distinct.contains(&mine), "a live block handed out");
-            for (i, &p) in blocks.iter().enumerate() {
-                // SAFETY: live blocks of SIZE bytes.
-                unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, i as u64) };
-            }
-            for (i, &p) in blocks.iter().enumerate() {
-                check_and_free(p, i as u64);
-            }
-        })
-        .map_or(1, |()| 0);
-        // SAFETY: _exit never returns.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "the child's checks failed");
+    let first = (!cfg!(feature = "secure")).then_some(theirs);
+    devutils::fork::child_allocates(&A, l(), mine, first, || {});
     scene.end();
 }
 
