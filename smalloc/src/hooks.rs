@@ -67,6 +67,10 @@ pub fn owned_slabs() -> usize {
 /// where other threads can reuse them.
 pub const PRIVATE_LARGE_BYTES: usize = crate::capped::PRIVATE_LARGE_BYTES;
 
+/// Slots of other slabs of one small size class that an owner holds at
+/// most (`held`).
+pub const HELD_DEPTH: usize = crate::held::DEPTH;
+
 /// Freed slots of this size and more (128 MiB) give their pages (but the
 /// first) back to the kernel; smaller ones stay resident for reuse.
 pub const RELEASE_SIZE: usize = crate::layout::slot_size(crate::layout::RELEASE_SC);

@@ -296,12 +296,17 @@ pub fn snapshot() -> Snapshot {
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let block = metadata::private_block(layout::slab_addr(base, slab));
         for sc in MIN_SC..LARGE_SC {
-            let Some(held) = crate::held::held_in(block, sc) else {
-                continue;
+            // A slot of `sc` that is memory: the chain may change meanwhile.
+            let valid = |a: usize| {
+                layout::base_of(a) == base
+                    && layout::sc_of(a) == sc
+                    && layout::is_slot_start(a, sc)
+                    && layout::slot_of(a, sc) < claimed_slots(layout::slab_addr_of(a), sc)
             };
-            let origin = layout::slab_of(held);
-            s.classes[sc as usize].free_private += 1;
-            s.slabs[origin].free_bytes += layout::slot_size(sc) as u64;
+            crate::held::for_each_held_in(block, sc, valid, |held| {
+                s.classes[sc as usize].free_private += 1;
+                s.slabs[layout::slab_of(held)].free_bytes += layout::slot_size(sc) as u64;
+            });
         }
     }
     // And those threads without a slab hold (`guest`).
@@ -332,15 +337,7 @@ pub(crate) fn read_list(
 ) -> ListStats {
     // Relaxed loads throughout: a snapshot reads; nothing is read through
     // these values but links, which are checked before they are followed.
-    // Only committed slots are memory (on demand, a claim the kernel
-    // refused may leave the tail past them).
-    let committed = (commit::committed(slab_addr, sc).saturating_sub(layout::first_slot(sc))
-        / layout::slot_size_nonzero(sc))
-    .min(u32::MAX as usize) as u32;
-    let claimed = shared(slab_addr, sc)
-        .tail
-        .load(Ordering::Relaxed)
-        .min(committed);
+    let claimed = claimed_slots(slab_addr, sc);
     if claimed == 0 {
         return ListStats::default();
     }
@@ -362,6 +359,20 @@ pub(crate) fn read_list(
         free_private,
         shared_frees: flh >> 32,
     }
+}
+
+/// The slots of size class `sc` of the slab at `slab_addr` ever claimed
+/// from its tail that are memory (on demand, a claim the kernel refused may
+/// leave the tail past them).
+fn claimed_slots(slab_addr: usize, sc: u32) -> u32 {
+    let committed = (commit::committed(slab_addr, sc).saturating_sub(layout::first_slot(sc))
+        / layout::slot_size_nonzero(sc))
+    .min(u32::MAX as usize) as u32;
+    // Relaxed: a snapshot reads.
+    shared(slab_addr, sc)
+        .tail
+        .load(Ordering::Relaxed)
+        .min(committed)
 }
 
 /// Counts the slots of the list starting at `first` in `region` (of slots

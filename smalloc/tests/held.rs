@@ -98,6 +98,74 @@ fn an_owner_hands_out_again_the_slot_of_another_slab_it_freed_last() {
     scene.end();
 }
 
+/// `n` blocks of another thread's slab, each filled with its index, and
+/// one of our own, as [`Scene`] sets them up; the other thread lives until
+/// the returned sender is dropped.
+fn theirs_and_mine(n: usize) -> (Vec<usize>, usize, mpsc::Sender<()>, thread::JoinHandle<()>) {
+    let (to_me, from_it) = mpsc::channel();
+    let (stop, stopped) = mpsc::channel::<()>();
+    let t = thread::spawn(move || {
+        let blocks: Vec<usize> = (0..n).map(|_| alloc()).collect();
+        let keep = alloc();
+        for (i, &p) in blocks.iter().enumerate() {
+            // SAFETY: a live block of SIZE bytes.
+            unsafe { fill(std::ptr::with_exposed_provenance_mut(p), SIZE, i as u64) };
+        }
+        to_me.send(blocks).unwrap();
+        let _ = stopped.recv();
+        free(keep);
+    });
+    let theirs = from_it.recv().unwrap();
+    (theirs, alloc(), stop, t)
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
+#[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
+fn an_owner_holds_up_to_its_depth_and_hands_them_out_last_freed_first() {
+    let depth = hooks::HELD_DEPTH;
+    let (theirs, mine, stop, t) = theirs_and_mine(depth + 2);
+    let origin = layout::slab_of(theirs[0]);
+    assert_ne!(Some(origin), hooks::owned_slab(), "another slab's blocks");
+    let sc = layout::size_class(SIZE, 8);
+    let pushes = hooks::list_usage(origin, sc).shared_frees;
+    let before = smalloc::stats::snapshot();
+    for (i, &p) in theirs.iter().enumerate() {
+        check_and_free(p, i as u64);
+    }
+    assert_eq!(
+        hooks::list_usage(origin, sc).shared_frees,
+        pushes + 2,
+        "past the depth, home"
+    );
+    let after = smalloc::stats::snapshot();
+    assert_eq!(
+        after.classes[sc as usize].free_private,
+        before.classes[sc as usize].free_private + depth as u64,
+        "every held slot counted"
+    );
+    assert_eq!(
+        after.slabs[origin].free_bytes,
+        before.slabs[origin].free_bytes + ((depth + 2) * layout::slot_size(sc)) as u64,
+        "with the slab they belong to"
+    );
+    // Our private list of the class is empty: the held slots come first.
+    let again: Vec<usize> = (0..depth).map(|_| alloc()).collect();
+    let held: Vec<usize> = theirs[..depth].iter().rev().copied().collect();
+    assert_eq!(again, held, "the slots we held, the last freed first");
+    assert_eq!(
+        hooks::list_usage(origin, sc).shared_frees,
+        pushes + 2,
+        "none sent home"
+    );
+    for p in again {
+        free(p);
+    }
+    free(mine);
+    drop(stop);
+    t.join().unwrap();
+}
+
 #[test]
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
@@ -179,17 +247,21 @@ fn a_fork_child_of_a_thread_that_holds_a_slot_loses_and_doubles_nothing() {
 #[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
 #[cfg_attr(miri, ignore = "slabs of their own need threads Miri runs slowly")]
 fn a_trim_sends_held_slots_home() {
-    let scene = Scene::new(11);
-    let theirs = scene.theirs;
-    let origin = layout::slab_of(theirs);
+    let depth = hooks::HELD_DEPTH;
+    let (theirs, mine, stop, t) = theirs_and_mine(depth);
+    let origin = layout::slab_of(theirs[0]);
     let sc = layout::size_class(SIZE, 8);
-    check_and_free(theirs, 11);
+    for (i, &p) in theirs.iter().enumerate() {
+        check_and_free(p, i as u64);
+    }
     let before = hooks::list_usage(origin, sc).free;
     smalloc::stats::trim(0);
     assert_eq!(
         hooks::list_usage(origin, sc).free,
-        before + 1,
+        before + depth as u64,
         "on its own slab's lists"
     );
-    scene.end();
+    free(mine);
+    drop(stop);
+    t.join().unwrap();
 }

@@ -618,8 +618,10 @@ fn a_nudge_never_touches_the_words_of_an_owner_that_gave_its_slab_up() {
 }
 
 /// The held cell of one size class in the private block of a slab other
-/// than the slot's (`smalloc/src/held.rs`): whoever owns that slab (its
-/// bit in `owned`) reads and writes it with plain loads and stores.
+/// than the slots' (`smalloc/src/held.rs`): whoever owns that slab (its
+/// bit in `owned`) reads and writes it with plain loads and stores. The
+/// cell names the last slot held, and each held slot's link cell the one
+/// held before it (the chain's word, over the slot's link).
 struct Holder {
     owned: Set,
     cell: AtomicU64,
@@ -641,30 +643,48 @@ impl Holder {
         ownership::release_in(&self.owned, 0)
     }
 
-    /// The owner frees slot `l` with a credit for its class: it holds it
-    /// (as `held::hold`; the cell is empty while the owner has a credit).
-    fn hold(&self, l: u32) {
-        // Relaxed: the owner's cell (see held.rs).
-        assert_eq!(self.cell.load(Ordering::Relaxed), 0);
+    /// The owner frees slot `l` of `home` with a credit for its class: it
+    /// holds it (as `held::hold`), chained before those it holds already.
+    fn hold(&self, home: &Slab, l: u32) {
+        // Relaxed: the owner's cell and held slots (see held.rs).
+        let before = self.cell.load(Ordering::Relaxed) as u32;
+        home.links.0[l as usize - 1]
+            .0
+            .store(before, Ordering::Relaxed);
         self.cell.store(u64::from(l), Ordering::Relaxed);
     }
 
-    /// The owner takes the held slot (as `held::take`, and `held::send_home`
-    /// before its push).
-    fn take(&self) -> Option<u32> {
-        // Relaxed: the owner's cell.
+    /// The owner takes the last slot held (as `held::take`).
+    fn take(&self, home: &Slab) -> Option<u32> {
+        // Relaxed: the owner's cell and held slots.
         let l = self.cell.load(Ordering::Relaxed) as u32;
-        self.cell.store(0, Ordering::Relaxed);
-        (l != 0).then_some(l)
+        if l == 0 {
+            return None;
+        }
+        // SAFETY: a held slot, ours.
+        let next = unsafe { home.links.load_link(l) };
+        self.cell.store(u64::from(next), Ordering::Relaxed);
+        Some(l)
+    }
+
+    /// The owner takes every slot held (as `held::send_home` before its
+    /// pushes).
+    fn take_all(&self, home: &Slab) -> Vec<u32> {
+        let mut all = Vec::new();
+        while let Some(l) = self.take(home) {
+            all.push(l);
+        }
+        all
     }
 }
 
 /// An owner frees both slots of another slab: it holds the first (it had a
-/// credit) and sends the second home (it had none left), then hands the
-/// held one out again or, if `ends`, sends it home as at its end;
-/// meanwhile the slots' own slab's owner, whose private list is empty,
-/// allocates (taking its shared list whole) and frees.
-fn hold_against_the_home_owner(ends: bool) {
+/// credit) and, if `both`, the second too (a chain), else sends the second
+/// home (no credit left); then hands what it holds out again or, if
+/// `ends`, sends it home as at its end; meanwhile the slots' own slab's
+/// owner, whose private list is empty, allocates (taking its shared list
+/// whole) and frees.
+fn hold_against_the_home_owner(ends: bool, both: bool) {
     model(move || {
         let home = Slab::new(2);
         assert!(home.claim());
@@ -675,14 +695,20 @@ fn hold_against_the_home_owner(ends: bool) {
         assert!(holder.claim());
         let (h, s1) = (holder.clone(), home.clone());
         let t = thread::spawn(move || {
-            h.hold(a);
-            s1.push_shared(b);
-            let mine = h.take();
+            h.hold(&s1, a);
+            if both {
+                h.hold(&s1, b);
+            } else {
+                s1.push_shared(b);
+            }
+            let mut mine = h.take_all(&s1);
             if ends {
-                s1.push_shared(mine.unwrap());
+                for l in mine.drain(..) {
+                    s1.push_shared(l);
+                }
             }
             h.release();
-            if ends { None } else { mine }
+            mine
         });
         let s2 = home.clone();
         let owner = thread::spawn(move || {
@@ -697,28 +723,36 @@ fn hold_against_the_home_owner(ends: bool) {
         });
         let theirs = t.join().unwrap();
         let y = owner.join().unwrap();
-        check_conservation(
-            &home,
-            vec![theirs.into_iter().collect(), y.into_iter().collect()],
-        );
+        check_conservation(&home, vec![theirs, y.into_iter().collect()]);
     });
 }
 
 #[test]
 fn a_held_slot_handed_out_again_while_its_slab_owner_allocates() {
-    hold_against_the_home_owner(false);
+    hold_against_the_home_owner(false, false);
 }
 
 #[test]
 fn a_held_slot_sent_home_at_its_holder_end_while_its_slab_owner_allocates() {
-    hold_against_the_home_owner(true);
+    hold_against_the_home_owner(true, false);
 }
 
-/// The holder's slab changes hands with a slot held: the first holder
-/// leaves without sending it home (it moved to another slab; its tables
-/// stay with the slab); whoever owns the slab next, a new thread or a sweep
-/// of the unowned slab, each after its claim, takes the held slot (and
-/// sends it home). The slot is taken exactly once.
+#[test]
+fn a_chain_of_held_slots_handed_out_again_while_their_slab_owner_allocates() {
+    hold_against_the_home_owner(false, true);
+}
+
+#[test]
+fn a_chain_of_held_slots_sent_home_at_its_holder_end_while_their_slab_owner_allocates() {
+    hold_against_the_home_owner(true, true);
+}
+
+/// The holder's slab changes hands with two slots held: the first holder
+/// leaves without sending them home (it moved to another slab; its tables
+/// stay with the slab); whoever owns the slab next, a new thread (taking
+/// one) or a sweep of the unowned slab (taking all, to send them home),
+/// each after its claim, takes from the chain. Each slot is taken exactly
+/// once.
 #[test]
 #[cfg_attr(
     smalloc_no_ownership_check,
@@ -726,41 +760,39 @@ fn a_held_slot_sent_home_at_its_holder_end_while_its_slab_owner_allocates() {
 )]
 fn the_next_owner_of_a_holders_slab_inherits_its_held_slot() {
     model(|| {
-        let home = Slab::new(1);
+        let home = Slab::new(2);
         assert!(home.claim());
         let a = home.alloc_owned().unwrap();
+        let b = home.alloc_owned().unwrap();
         home.release();
         let holder = Holder::new();
         assert!(holder.claim());
-        holder.hold(a);
+        holder.hold(&home, a);
+        holder.hold(&home, b);
         let h = holder.clone();
         let first = thread::spawn(move || h.release());
-        let h2 = holder.clone();
+        let (h2, s2) = (holder.clone(), home.clone());
         let next = thread::spawn(move || {
             if !h2.claim() {
-                return None;
+                return Vec::new();
             }
-            let got = h2.take();
+            let got = h2.take(&s2);
             h2.release();
-            got
+            got.into_iter().collect()
         });
         let sweep = if holder.claim() {
-            let got = holder.take();
+            let got = holder.take_all(&home);
             holder.release();
             got
         } else {
-            None
+            Vec::new()
         };
         first.join().unwrap();
         let theirs = next.join().unwrap();
         // Whatever is still held: the slab's last owner's.
         assert!(holder.claim());
-        let left = holder.take();
-        let taken: Vec<Vec<u32>> = [sweep, theirs, left]
-            .into_iter()
-            .map(|s| s.into_iter().collect())
-            .collect();
-        check_conservation(&home, taken);
+        let left = holder.take_all(&home);
+        check_conservation(&home, vec![sweep, theirs, left]);
     });
 }
 
