@@ -1,22 +1,24 @@
 //! Guest cells: the held slots (`held`) of a thread that owns no slab (a
 //! thread beyond the slabs' count). Such a thread allocates from and frees
 //! onto shared lists, a compare-and-swap on a line other threads write each
-//! time; with cells of its own it keeps a small slot it frees, one per size
-//! class, and hands it out at its next allocation of the class: the pair
-//! then touches only its own cells.
+//! time; with cells of its own it keeps the small slots it frees, chained
+//! like an owner's (up to `held::DEPTH` per size class), and hands them out
+//! at its next allocations of the class: the pair then touches only its own
+//! cells and the slot.
 //!
 //! The cells are sets of a static table, claimed like slabs (a bit per set)
 //! at the thread's first allocation as a guest, their number kept in its
 //! hint word (`home_slab::guest_set`). Unlike an owner's cells, anyone may
 //! empty them: the thread changes its cells with read-modify-writes, so a
-//! trim, a sweep or a `fork` child's handler takes each slot held with one
-//! swap and sends it home, and the thread's own next change fails and sends
+//! trim, a sweep or a `fork` child's handler takes each chain with one swap
+//! and sends it home, and the thread's own next change fails (only the
+//! thread writes a value other than 0, so no value comes back) and sends
 //! its slot home instead. The thread empties and gives its set back when it
 //! ends or claims a slab.
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::held::{self, HELD_SC, TAKEN};
+use crate::held::{self, ADDR_MASK, DEPTH, DEPTH_SHIFT, HELD_SC, TAKEN};
 use crate::home_slab::{self, is_owner};
 use crate::layout::{self, Slot};
 use crate::sys;
@@ -32,8 +34,17 @@ const WORDS: usize = SETS / usize::BITS as usize;
 /// that an index needs no bounds check.
 const CELLS_PER_SET: usize = (HELD_SC as usize).next_power_of_two();
 
-/// One thread's cells, by size class, on lines of their own: a held slot's
-/// address, or with [`TAKEN`] the slot last handed out from the cell, or 0.
+/// The word of a set below the first size class: the thread's credits, a
+/// bit per class as an owner's (`home_slab::held_credits`): it holds more
+/// than one slot of a class only after allocating one since its chain was
+/// last full, so a thread that only frees keeps one per class.
+const CREDITS: usize = 0;
+
+const _: () = assert!(CREDITS < layout::MIN_SC as usize && HELD_SC <= u64::BITS);
+
+/// One thread's cells, by size class, on lines of their own: a chain's
+/// word (`held`), or with [`TAKEN`] the slot last handed out from the cell,
+/// or 0; and its credits.
 #[repr(align(64))]
 struct Set([AtomicU64; CELLS_PER_SET]);
 
@@ -91,54 +102,105 @@ impl CellWord for AtomicU64 {
     }
 }
 
-/// The cell's thread frees the slot at `addr` (at least 2-aligned): true if
-/// the cell holds it now.
-#[inline]
-pub fn hold_in<C: CellWord + ?Sized>(cell: &C, addr: usize) -> bool {
-    // Relaxed: only the cell's thread writes a slot into it.
-    let c = cell.load(Ordering::Relaxed) as usize;
-    if c != 0 && (c & TAKEN == 0 || c == addr | TAKEN) {
-        // A slot held already, or the slot just handed out, freed again
-        // (see `held::TAKEN`): home.
-        return false;
-    }
-    // Release: our writes to the slot happen-before an emptier's, which
-    // acquires the cell before it writes the slot's link. Fails only if an
-    // emptier cleared the cell meanwhile: the slot goes home.
-    cell.compare_exchange(c as u64, addr as u64, Ordering::Release, Ordering::Relaxed)
-        .is_ok()
+/// Where a chain's word keeps its length (above the address).
+pub const LEN_SHIFT: u32 = DEPTH_SHIFT;
+
+/// The chain words of held slots (`held`'s format: the rest of the chain
+/// from each). Generic for the model checker, which keeps them in its
+/// slots' links.
+pub trait ChainWords {
+    /// The chain word of the held slot at `addr`. The caller may read it
+    /// after an emptier took the chain, and then must not use the value.
+    fn load(&self, addr: usize) -> usize;
+    /// Sets the chain word of the slot at `addr`, which the caller holds.
+    fn store(&self, addr: usize, word: usize);
 }
 
-/// The cell's thread takes the slot its cell holds, if any.
+/// The chain words where they are: each held slot's first word.
+struct InSlots;
+
+impl ChainWords for InSlots {
+    #[inline(always)]
+    fn load(&self, addr: usize) -> usize {
+        // Relaxed: the cell's read-modify-writes order the chain.
+        held::chain_word(addr).load(Ordering::Relaxed) as usize
+    }
+    #[inline(always)]
+    fn store(&self, addr: usize, word: usize) {
+        // Relaxed: published by the cell's Release compare-and-swap.
+        held::chain_word(addr).store(word as u64, Ordering::Relaxed)
+    }
+}
+
+/// The cell's thread frees the slot at `addr` (at least 2-aligned), with
+/// room for a chain word if `chain` (and a credit for its class): the
+/// chain's length if the cell holds it now, 0 if it goes home. Without
+/// `chain` only an empty cell takes it.
 #[inline]
-pub fn take_in<C: CellWord + ?Sized>(cell: &C) -> Option<usize> {
-    // Relaxed: a slot in our cell is one we wrote there; an emptier only
+pub fn hold_in<C: CellWord + ?Sized, W: ChainWords + ?Sized>(
+    cell: &C,
+    words: &W,
+    addr: usize,
+    chain: bool,
+) -> usize {
+    // Relaxed: only the cell's thread writes a slot into it.
+    let c = cell.load(Ordering::Relaxed) as usize;
+    if c == addr | TAKEN {
+        // The slot just handed out, freed again (see `held::TAKEN`): home.
+        return 0;
+    }
+    let before = if c & TAKEN != 0 { 0 } else { c };
+    let len = before >> DEPTH_SHIFT;
+    if len != 0 {
+        if !chain || len >= DEPTH {
+            return 0;
+        }
+        words.store(addr, before);
+    }
+    // Release: our writes to the slot (its chain word too) happen-before an
+    // emptier's, which acquires the cell before it reads the chain. Fails
+    // only if an emptier cleared the cell meanwhile: the slot goes home.
+    let now = addr | (len + 1) << DEPTH_SHIFT;
+    match cell.compare_exchange(c as u64, now as u64, Ordering::Release, Ordering::Relaxed) {
+        Ok(_) => len + 1,
+        Err(_) => 0,
+    }
+}
+
+/// The cell's thread takes the slot its cell held last, if any.
+#[inline]
+pub fn take_in<C: CellWord + ?Sized, W: ChainWords + ?Sized>(cell: &C, words: &W) -> Option<usize> {
+    // Relaxed: a chain in our cell is one we wrote there; an emptier only
     // writes 0.
     let c = cell.load(Ordering::Relaxed) as usize;
     if c == 0 || c & TAKEN != 0 {
         return None;
     }
-    // Relaxed: as above. Fails only if an emptier took the slot home.
-    cell.compare_exchange(
-        c as u64,
-        (c | TAKEN) as u64,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    )
-    .ok()?;
-    Some(c)
+    let addr = c & ADDR_MASK;
+    // If an emptier took the chain since the load, the slot may be anyone's
+    // now and its word anything: the compare-and-swap below then fails, as
+    // no one but us writes a value other than 0 into the cell.
+    let left = if c >> DEPTH_SHIFT > 1 {
+        words.load(addr)
+    } else {
+        addr | TAKEN
+    };
+    // Relaxed: as above (and our reads of the chain are our own writes).
+    cell.compare_exchange(c as u64, left as u64, Ordering::Relaxed, Ordering::Relaxed)
+        .ok()?;
+    Some(addr)
 }
 
-/// Any thread empties the cell: the slot it held, now the caller's to send
-/// home.
+/// Any thread empties the cell: the chain it held (its word), now the
+/// caller's to send home with [`for_each_in_chain`].
 ///
 /// Built with `--cfg smalloc_blind_guest_empty` (tests only) it reads and
 /// then clears the cell, so the model checker can show that the swap is
 /// what keeps a slot from going home while its thread hands it out.
 #[inline]
 pub fn empty_in<C: CellWord + ?Sized>(cell: &C) -> Option<usize> {
-    // Acquire: the holder's writes to the slot (its Release) happen-before
-    // the caller's push writes its link.
+    // Acquire: the holder's writes to the slots (its Release) happen-before
+    // the caller's reads of the chain and its pushes.
     let c = if cfg!(smalloc_blind_guest_empty) {
         let c = cell.load(Ordering::Acquire);
         cell.store(0, Ordering::Relaxed);
@@ -149,6 +211,24 @@ pub fn empty_in<C: CellWord + ?Sized>(cell: &C) -> Option<usize> {
     (c != 0 && c & TAKEN == 0).then_some(c)
 }
 
+/// Calls `f` with each slot of the chain whose word is `chain`, which the
+/// caller took from a cell ([`empty_in`]); each slot's chain word is read
+/// before `f` gets it.
+pub fn for_each_in_chain<W: ChainWords + ?Sized>(
+    words: &W,
+    chain: usize,
+    mut f: impl FnMut(usize),
+) {
+    let mut word = chain;
+    for left in (1..=word >> DEPTH_SHIFT).rev() {
+        let addr = word & ADDR_MASK;
+        if left > 1 {
+            word = words.load(addr);
+        }
+        f(addr);
+    }
+}
+
 /// The calling thread, which owns no slab and has set `n`, frees the small
 /// slot at `addr` of size class `sc` (below [`HELD_SC`]): true if it holds
 /// it now.
@@ -156,13 +236,22 @@ pub fn empty_in<C: CellWord + ?Sized>(cell: &C) -> Option<usize> {
 pub(crate) fn hold(n: usize, addr: usize, sc: u32) -> bool {
     debug_assert!(sc < HELD_SC && !is_owner(home_slab::owned()));
     debug_assert_eq!(home_slab::guest_set(), Some(n));
-    hold_in(cell(n, sc), addr)
+    let credits = credits(n);
+    // Relaxed: only the set's thread reads and writes its credits.
+    let mine = credits.load(Ordering::Relaxed);
+    let chain = held::chained(sc) && (mine >> sc) & 1 != 0;
+    let len = hold_in(cell(n, sc), &InSlots, addr, chain);
+    if len >= DEPTH {
+        credits.store(mine & !(1 << sc), Ordering::Relaxed);
+    }
+    len != 0
 }
 
 /// The slot the calling thread, which owns no slab but may own one, holds
-/// for size class `sc`, taken. A thread without a set claims one here, at
-/// its first allocation as a guest (a pinned or ending thread, which may
-/// not own a slab, never gets here, and so holds nothing).
+/// last for size class `sc`, taken; the thread gets its credit for `sc`
+/// either way. A thread without a set claims one here, at its first
+/// allocation as a guest (a pinned or ending thread, which may not own a
+/// slab, never gets here, and so holds nothing).
 #[inline]
 pub(crate) fn take(sc: u32) -> Option<Slot> {
     if held::config_off() || sc >= HELD_SC {
@@ -172,11 +261,23 @@ pub(crate) fn take(sc: u32) -> Option<Slot> {
         claim();
         return None;
     };
-    let c = take_in(cell(n, sc))?;
+    let credits = credits(n);
+    // Relaxed: the set's thread's own word.
+    let mine = credits.load(Ordering::Relaxed);
+    if mine & 1 << sc == 0 {
+        credits.store(mine | 1 << sc, Ordering::Relaxed);
+    }
+    let c = take_in(cell(n, sc), &InSlots)?;
     Some(Slot {
         ptr: sys::ptr_at(c),
         fresh: false,
     })
+}
+
+/// The credits of set `n`.
+#[inline(always)]
+fn credits(n: usize) -> &'static AtomicU64 {
+    &CELLS[n % SETS].0[CREDITS]
 }
 
 /// Claims a set for the calling thread, which has none and may own a slab
@@ -193,6 +294,8 @@ fn claim() {
             // release.
             if word.fetch_or(bit, Ordering::Acquire) & bit == 0 {
                 let n = w * usize::BITS as usize + bit.trailing_zeros() as usize;
+                // Relaxed: the set is ours now; no credits carried over.
+                credits(n).store(0, Ordering::Relaxed);
                 home_slab::set_guest_set(Some(n));
                 return;
             }
@@ -205,8 +308,11 @@ fn claim() {
 fn empty(n: usize) {
     for sc in layout::MIN_SC..HELD_SC {
         if let Some(c) = empty_in(cell(n, sc)) {
-            // SAFETY: the slot was free and held; emptying made it ours.
-            unsafe { crate::cold_path::push_home_quiet(c, sc) };
+            for_each_in_chain(&InSlots, c, |addr| {
+                // SAFETY: the slot was free and held; emptying made it
+                // ours, and its chain word was read before.
+                unsafe { crate::cold_path::push_home_quiet(addr, sc) };
+            });
         }
     }
 }
@@ -265,18 +371,19 @@ fn for_claimed(mut f: impl FnMut(usize)) {
 }
 
 /// Calls `f` with each slot held in the cells of any thread and its size
-/// class (a snapshot's read: the threads may change them meanwhile).
-pub(crate) fn for_each_held(mut f: impl FnMut(usize, u32)) {
+/// class. A snapshot's read: the threads may change their chains
+/// meanwhile, so it follows only addresses `valid` accepts for the class
+/// (`held::for_each_in_snapshot`).
+pub(crate) fn for_each_held(valid: impl Fn(usize, u32) -> bool, mut f: impl FnMut(usize, u32)) {
     if held::config_off() {
         return;
     }
     for_claimed(|n| {
         for sc in layout::MIN_SC..HELD_SC {
-            // Relaxed: a snapshot reads; nothing is read through the value.
+            // Relaxed: a snapshot reads; addresses are checked before they
+            // are followed.
             let c = cell(n, sc).load(Ordering::Relaxed) as usize;
-            if c != 0 && c & TAKEN == 0 {
-                f(c, sc);
-            }
+            held::for_each_in_snapshot(c, |a| valid(a, sc), |a| f(a, sc));
         }
     });
 }

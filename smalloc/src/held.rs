@@ -75,23 +75,23 @@ pub const DEPTH: usize = 8;
 /// A chain's word (the cell, and each held slot's first word, naming the
 /// slot held before it): a held slot's address, with the number of slots
 /// from it to the chain's end in the top byte; 0 for none.
-const DEPTH_SHIFT: u32 = 56;
+pub(crate) const DEPTH_SHIFT: u32 = 56;
 
 /// The address in a chain's word.
-const ADDR_MASK: usize = (1 << DEPTH_SHIFT) - 1;
+pub(crate) const ADDR_MASK: usize = (1 << DEPTH_SHIFT) - 1;
 
 const _: () = assert!(DEPTH < 1 << (usize::BITS - DEPTH_SHIFT));
 
 /// Whether slots of class `sc` have room for the chain's word (all but the
 /// 4-byte class, which holds one).
 #[inline(always)]
-fn chained(sc: u32) -> bool {
+pub(crate) fn chained(sc: u32) -> bool {
     layout::slot_size(sc) >= size_of::<u64>()
 }
 
 /// The chain's word of the held slot at `addr`.
 #[inline(always)]
-fn chain_word(addr: usize) -> &'static AtomicU64 {
+pub(crate) fn chain_word(addr: usize) -> &'static AtomicU64 {
     // SAFETY: a slot of at least 8 bytes, 8-aligned (every class from 8
     // bytes is), in the reservation for as long as the process lives.
     unsafe { &*sys::ptr_at::<AtomicU64>(addr) }
@@ -104,8 +104,7 @@ fn rest(addr: usize, sc: u32) -> usize {
     if !chained(sc) {
         return 0;
     }
-    // Relaxed: held slots are the owner's (or, for a snapshot, checked
-    // before they are followed).
+    // Relaxed: held slots are the owner's.
     chain_word(addr).load(Ordering::Relaxed) as usize
 }
 
@@ -182,27 +181,42 @@ pub fn config_off() -> bool {
 
 /// Calls `f` with each slot held in the private block at `block` for size
 /// class `sc`. A snapshot's read: the owner may change the chain
-/// meanwhile, so it follows only addresses `valid` accepts (slots of `sc`
-/// that are memory), at most [`DEPTH`] of them.
+/// meanwhile (see [`for_each_in_snapshot`]).
 pub fn for_each_held_in(
     block: usize,
     sc: u32,
     valid: impl Fn(usize) -> bool,
-    mut f: impl FnMut(usize),
+    f: impl FnMut(usize),
 ) {
     if features::config::SECURE || sc >= HELD_SC {
         return;
     }
     // Relaxed: a snapshot reads; addresses are checked before they are
     // followed.
-    let mut held = tables(block).held(sc).load(Ordering::Relaxed) as usize;
-    for _ in 0..DEPTH {
+    let held = tables(block).held(sc).load(Ordering::Relaxed) as usize;
+    for_each_in_snapshot(held, valid, f);
+}
+
+/// Calls `f` with each slot of the chain whose word is `held`, read while
+/// its thread may change it: it follows only addresses `valid` accepts
+/// (slots of the chain's class that are memory), at most as many as the
+/// word says and never more than [`DEPTH`].
+pub(crate) fn for_each_in_snapshot(
+    mut held: usize,
+    valid: impl Fn(usize) -> bool,
+    mut f: impl FnMut(usize),
+) {
+    let len = (held >> DEPTH_SHIFT).min(DEPTH);
+    for left in (1..=len).rev() {
         let addr = held & ADDR_MASK;
-        if held == 0 || held & TAKEN != 0 || !valid(addr) {
+        if held & TAKEN != 0 || !valid(addr) {
             return;
         }
         f(addr);
-        held = rest(addr, sc);
+        if left > 1 {
+            // Relaxed: a snapshot; the next address is checked in turn.
+            held = chain_word(addr).load(Ordering::Relaxed) as usize;
+        }
     }
 }
 

@@ -293,27 +293,25 @@ pub fn snapshot() -> Snapshot {
     }
     // The slots owners hold (`held`): free, and counted with the slab they
     // belong to.
+    // A slot of `sc` that is memory: the chains may change meanwhile.
+    let valid = |a: usize, sc: u32| {
+        layout::base_of(a) == base
+            && layout::sc_of(a) == sc
+            && layout::is_slot_start(a, sc)
+            && layout::slot_of(a, sc) < claimed_slots(layout::slab_addr_of(a), sc)
+    };
+    let mut count = |held: usize, sc: u32| {
+        s.classes[sc as usize].free_private += 1;
+        s.slabs[layout::slab_of(held)].free_bytes += layout::slot_size(sc) as u64;
+    };
     for slab in (0..NUM_SLABS).filter(|i| used & (1 << i) != 0) {
         let block = metadata::private_block(layout::slab_addr(base, slab));
         for sc in MIN_SC..LARGE_SC {
-            // A slot of `sc` that is memory: the chain may change meanwhile.
-            let valid = |a: usize| {
-                layout::base_of(a) == base
-                    && layout::sc_of(a) == sc
-                    && layout::is_slot_start(a, sc)
-                    && layout::slot_of(a, sc) < claimed_slots(layout::slab_addr_of(a), sc)
-            };
-            crate::held::for_each_held_in(block, sc, valid, |held| {
-                s.classes[sc as usize].free_private += 1;
-                s.slabs[layout::slab_of(held)].free_bytes += layout::slot_size(sc) as u64;
-            });
+            crate::held::for_each_held_in(block, sc, |a| valid(a, sc), |a| count(a, sc));
         }
     }
     // And those threads without a slab hold (`guest`).
-    crate::guest::for_each_held(|held, sc| {
-        s.classes[sc as usize].free_private += 1;
-        s.slabs[layout::slab_of(held)].free_bytes += layout::slot_size(sc) as u64;
-    });
+    crate::guest::for_each_held(valid, &mut count);
     s
 }
 

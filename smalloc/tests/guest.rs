@@ -1,6 +1,7 @@
 //! Guest cells: a thread that owns no slab (every slab has an owner) keeps
-//! the last small slot it frees of a class in cells of its own and hands
-//! it out again at its next allocation of the class; what it holds goes
+//! the small slots it frees of a class (a chain, once it allocated one) in
+//! cells of its own and hands them out again at its next allocations of
+//! the class, the last freed first; what it holds goes
 //! home when it ends, in a trim (from any thread), and in a `fork` child
 //! of another thread.
 
@@ -166,6 +167,51 @@ fn a_guest_hands_out_again_the_slot_it_freed_last() {
         hooks::list_usage(layout::slab_of(p), sc).shared_frees,
         pushes + 1,
         "home after its second free"
+    );
+    owners.end();
+}
+
+/// The pushes onto the shared lists of class `sc` of every slab.
+fn all_shared_frees(sc: u32) -> u64 {
+    (0..layout::THREAD_SLABS)
+        .map(|slab| hooks::list_usage(slab, sc).shared_frees)
+        .sum()
+}
+
+#[test]
+#[cfg_attr(feature = "secure", ignore = "the secure mode holds nothing")]
+#[cfg_attr(miri, ignore = "16 owners need threads Miri runs slowly")]
+fn a_guest_holds_a_chain_up_to_its_depth_and_hands_it_out_last_freed_first() {
+    let mut owners = Owners::new();
+    let mut blocks = std::mem::take(&mut owners.blocks);
+    let (sc, depth) = (sc(), hooks::HELD_DEPTH);
+    let before = smalloc::stats::snapshot();
+    let (freed, got, pushed, counted) = as_guest(move |_| {
+        // An allocation of the class: a credit to hold more than one.
+        let credit = alloc();
+        let freed: Vec<usize> = (0..=depth).map(|_| take(&mut blocks)).collect();
+        let pushes = all_shared_frees(sc);
+        let held_before = smalloc::stats::snapshot().classes[sc as usize].free_private;
+        for &p in &freed {
+            check_and_free(p, layout::slab_of(p) as u64);
+        }
+        let pushed = all_shared_frees(sc) - pushes;
+        let counted = smalloc::stats::snapshot().classes[sc as usize].free_private - held_before;
+        let got: Vec<usize> = (0..depth).map(|_| alloc()).collect();
+        for &p in &got {
+            free(p);
+        }
+        free(credit);
+        (freed, got, pushed, counted)
+    });
+    let held: Vec<usize> = freed[..depth].iter().rev().copied().collect();
+    assert_eq!(got, held, "the chain, last freed first");
+    assert_eq!(pushed, 1, "only the block past the depth went home");
+    assert_eq!(counted, depth as u64, "the statistics count the chain");
+    let after = smalloc::stats::snapshot();
+    assert_eq!(
+        after.classes[sc as usize].free_private, before.classes[sc as usize].free_private,
+        "the chain went home at the guest's end"
     );
     owners.end();
 }

@@ -280,22 +280,13 @@ fn a_fork_child_commits_on_its_own() {
     let p = alloc(100);
     // SAFETY: a live block.
     unsafe { fill(p, 100, 5) };
-    // SAFETY: the child only allocates (our allocator, no locks held by
-    // other threads: this test has one) and exits.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
+    // The child only allocates (our allocator; this test has one thread).
+    devutils::fork::in_child(|| {
         // New memory in the child: new commits of its own.
-        let ok = mixed_blocks(6, 30 * MIB) > 100
-            // SAFETY: inherited from the parent, live.
-            && unsafe { check(p, 100, 5) } == Ok(());
-        // SAFETY: _exit never returns.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(mixed_blocks(6, 30 * MIB) > 100);
+        // SAFETY: inherited from the parent, live.
+        assert_eq!(unsafe { check(p, 100, 5) }, Ok(()));
+    });
     assert!(mixed_blocks(7, 10 * MIB) > 50);
     free(p, 100);
 }

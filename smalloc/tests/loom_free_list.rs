@@ -9,8 +9,8 @@
 //! and an owner holding another slab's slot (`held`): sent home or handed
 //! out again while that slab's owner takes its shared list, inherited with
 //! the holder's slab by its next owner; and a guest cell (`guest`, the real
-//! operations) emptied by a trim while its thread holds and takes a slot,
-//! or empties it at its end.
+//! operations) emptied by a trim while its thread holds and takes a slot
+//! or a chain of them, or empties it at its end.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -28,7 +28,8 @@
 //!   twice in the reset test; with `--cfg smalloc_blind_span_take` (a span
 //!   taken by a load and a store), a slot handed out twice in the span
 //!   test; with `--cfg smalloc_blind_guest_empty` (a guest cell emptied by
-//!   a load and a store), a slot handed out twice in the first guest test.
+//!   a load and a store), a slot handed out twice in the first guest test
+//!   and one lost in the guest chain's.
 
 #![cfg(loom)]
 
@@ -826,6 +827,27 @@ fn cell_link(addr: usize) -> u32 {
     (addr >> 1) as u32
 }
 
+/// Bits of a packed chain word (in a slot's 32-bit link) below its length.
+const PACKED_LEN_SHIFT: u32 = 16;
+
+/// A guest's chain words, in the slots' links (as the real ones overlay
+/// the slots' first words), packed: the address below bit 16, the length
+/// above.
+impl guest::ChainWords for Slab {
+    fn load(&self, addr: usize) -> usize {
+        // SAFETY: the model's links are atomic cells, read at any time.
+        let w = unsafe { self.links.load_link(cell_link(addr)) } as usize;
+        (w & ((1 << PACKED_LEN_SHIFT) - 1)) | (w >> PACKED_LEN_SHIFT) << guest::LEN_SHIFT
+    }
+    fn store(&self, addr: usize, word: usize) {
+        let packed =
+            (word & ((1 << PACKED_LEN_SHIFT) - 1)) | (word >> guest::LEN_SHIFT) << PACKED_LEN_SHIFT;
+        self.links.0[cell_link(addr) as usize - 1]
+            .0
+            .store(packed as u32, Ordering::Relaxed);
+    }
+}
+
 /// A slab of two slots (both handed out: returned) and an empty guest cell.
 fn guest_scene() -> (Arc<Slab>, u32, u32, Arc<GuestCell>) {
     let home = Slab::new(2);
@@ -839,34 +861,35 @@ fn guest_scene() -> (Arc<Slab>, u32, u32, Arc<GuestCell>) {
 /// Empties the cell (a trim, or the guest at its end) and sends what it
 /// held home.
 fn empty_guest_cell(cell: &GuestCell, home: &Slab) {
-    if let Some(x) = guest::empty_in(cell) {
-        home.push_shared(cell_link(x));
+    if let Some(c) = guest::empty_in(cell) {
+        guest::for_each_in_chain(home, c, |x| home.push_shared(cell_link(x)));
     }
 }
 
-/// The guest's free of slot `l`: held, or sent home.
-fn guest_free(cell: &GuestCell, home: &Slab, l: u32) {
-    if !guest::hold_in(cell, cell_addr(l)) {
+/// The guest's free of slot `l`, with a credit to chain if `chain`: held,
+/// or sent home.
+fn guest_free(cell: &GuestCell, home: &Slab, l: u32, chain: bool) {
+    if guest::hold_in(cell, home, cell_addr(l), chain) == 0 {
         home.push_shared(l);
     }
 }
 
 /// A guest (a thread without a slab) frees both slots of a slab, holding
-/// the first (the second goes home: the cell is full), and takes the held
-/// one back; meanwhile a trim empties its cell from another thread, and the
-/// slab's owner allocates (taking its shared list whole). Built with `--cfg
-/// smalloc_blind_guest_empty` (the trim reads, then clears the cell) the
-/// guest takes the slot the trim sends home.
-#[test]
-#[cfg_attr(smalloc_blind_guest_empty, should_panic(expected = "handed out twice"))]
-fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
-    model(|| {
+/// the first and, if `chain`, the second too (else it goes home: no
+/// credit), and takes the last held back; meanwhile a trim empties its
+/// cell from another thread, and the slab's owner allocates (taking its
+/// shared list whole). Built with `--cfg smalloc_blind_guest_empty` (the
+/// trim reads, then clears the cell) the guest takes a slot the trim sends
+/// home or, with a chain, the trim clears a chain the guest lengthened
+/// after the trim's read: a slot lost.
+fn a_trim_against_a_guest_taking(chain: bool) {
+    model(move || {
         let (home, a, b, cell) = guest_scene();
         let (c1, h1) = (cell.clone(), home.clone());
         let g = thread::spawn(move || {
-            guest_free(&c1, &h1, a);
-            guest_free(&c1, &h1, b);
-            guest::take_in(&*c1).map(cell_link)
+            guest_free(&c1, &h1, a, chain);
+            guest_free(&c1, &h1, b, chain);
+            guest::take_in(&*c1, &*h1).map(cell_link)
         });
         let (c2, h2) = (cell.clone(), home.clone());
         let trim = thread::spawn(move || empty_guest_cell(&c2, &h2));
@@ -880,31 +903,50 @@ fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
         let mine = g.join().unwrap();
         trim.join().unwrap();
         let y = owner.join().unwrap();
+        // What the guest still holds: its own.
+        let mut left = Vec::new();
+        if let Some(c) = guest::empty_in(&*cell) {
+            guest::for_each_in_chain(&*home, c, |x| left.push(cell_link(x)));
+        }
         check_conservation(
             &home,
-            vec![mine.into_iter().collect(), y.into_iter().collect()],
+            vec![mine.into_iter().collect(), y.into_iter().collect(), left],
         );
     });
 }
 
-/// A guest hands out its held slot, frees it again (home: the slot just
-/// handed out), holds another and ends (its cell emptied as `guest::leave`
-/// does) while a trim empties the same cell: each slot goes home once.
 #[test]
-#[cfg_attr(
-    smalloc_blind_guest_empty,
-    ignore = "two blind emptiers push one slot twice: a cycle the drain never leaves"
-)]
-fn a_guest_ends_while_a_trim_empties_its_cell() {
-    model(|| {
+#[cfg_attr(smalloc_blind_guest_empty, should_panic(expected = "handed out twice"))]
+fn a_trim_empties_a_guest_cell_while_the_guest_takes_its_slot() {
+    a_trim_against_a_guest_taking(false);
+}
+
+#[test]
+#[cfg_attr(smalloc_blind_guest_empty, should_panic(expected = "a slot was lost"))]
+fn a_trim_empties_a_guest_chain_while_the_guest_takes_from_it() {
+    a_trim_against_a_guest_taking(true);
+}
+
+/// A guest ends (its cell emptied as `guest::leave` does) while a trim
+/// empties the same cell: each slot goes home once. Without `chain` it
+/// hands out its held slot, frees it again (home: the slot just handed
+/// out) and holds the other; with `chain` it holds both, hands out the last
+/// and holds it again.
+fn a_guest_ending_against_a_trim(chain: bool) {
+    model(move || {
         let (home, a, b, cell) = guest_scene();
         let (c1, h1) = (cell.clone(), home.clone());
         let g = thread::spawn(move || {
-            guest_free(&c1, &h1, a);
-            if let Some(x) = guest::take_in(&*c1) {
-                guest_free(&c1, &h1, cell_link(x));
+            guest_free(&c1, &h1, a, chain);
+            if chain {
+                guest_free(&c1, &h1, b, chain);
             }
-            guest_free(&c1, &h1, b);
+            if let Some(x) = guest::take_in(&*c1, &*h1) {
+                guest_free(&c1, &h1, cell_link(x), chain);
+            }
+            if !chain {
+                guest_free(&c1, &h1, b, chain);
+            }
             empty_guest_cell(&c1, &h1);
         });
         let (c2, h2) = (cell.clone(), home.clone());
@@ -918,4 +960,22 @@ fn a_guest_ends_while_a_trim_empties_its_cell() {
         );
         check_conservation(&home, vec![]);
     });
+}
+
+#[test]
+#[cfg_attr(
+    smalloc_blind_guest_empty,
+    ignore = "two blind emptiers push one slot twice: a cycle the drain never leaves"
+)]
+fn a_guest_ends_while_a_trim_empties_its_cell() {
+    a_guest_ending_against_a_trim(false);
+}
+
+#[test]
+#[cfg_attr(
+    smalloc_blind_guest_empty,
+    ignore = "two blind emptiers push one slot twice: a cycle the drain never leaves"
+)]
+fn a_guest_ends_with_a_chain_while_a_trim_empties_its_cell() {
+    a_guest_ending_against_a_trim(true);
 }

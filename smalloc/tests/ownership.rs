@@ -87,6 +87,17 @@ fn use_and_free(n: usize, size: usize) -> HashSet<usize> {
     set
 }
 
+/// [`use_and_free`] of `n` blocks of `SIZE` on a new thread: the slab it
+/// owned and the addresses.
+fn on_a_new_thread(n: usize) -> (usize, HashSet<usize>) {
+    thread::spawn(move || {
+        let set = use_and_free(n, SIZE);
+        (hooks::owned_slab().unwrap(), set)
+    })
+    .join()
+    .unwrap()
+}
+
 /// Thread A, on a slab of its own, allocates and frees `n` blocks of `size`
 /// and ends; then thread B, which owns another slab, allocates `n` blocks
 /// of `size`. Returns B's slab before, A's slab, B's owned slab after, and
@@ -155,19 +166,9 @@ fn threads_alive_at_once_own_distinct_slabs_and_reuse_their_frees() {
 fn a_new_thread_inherits_the_private_lists_of_a_finished_owner() {
     free(alloc());
     let n = if cfg!(miri) { 50 } else { 5000 };
-    let (slab, freed) = thread::spawn(move || {
-        let set = use_and_free(n, SIZE);
-        (hooks::owned_slab().unwrap(), set)
-    })
-    .join()
-    .unwrap();
+    let (slab, freed) = on_a_new_thread(n);
     assert_eq!(hooks::owned_slabs() & (1 << slab), 0, "released at exit");
-    let (again, got) = thread::spawn(move || {
-        let set = use_and_free(n, SIZE);
-        (hooks::owned_slab().unwrap(), set)
-    })
-    .join()
-    .unwrap();
+    let (again, got) = on_a_new_thread(n);
     assert_eq!(again, slab, "the next thread takes the free slab");
     assert_eq!(got, freed, "and allocates exactly the slots freed there");
 }
@@ -330,32 +331,15 @@ fn a_fork_child_can_claim_the_slabs_of_threads_it_does_not_have() {
         finish_rx.recv().unwrap();
     });
     let (t_slab, freed) = from_t.recv().unwrap();
-    // SAFETY: the child only allocates (lock-free), spawns a thread and
-    // calls _exit.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        let code = std::panic::catch_unwind(move || {
-            // Only the forking thread exists: it alone owns a slab.
-            assert_eq!(hooks::owned_slabs(), 1 << hooks::owned_slab().unwrap());
-            let (slab, got) = thread::spawn(move || {
-                let got = use_and_free(n, SIZE);
-                (hooks::owned_slab().unwrap(), got)
-            })
-            .join()
-            .unwrap();
-            assert_eq!(slab, t_slab, "the child's new thread owns T's slab");
-            assert_eq!(got, freed, "and reuses T's freed slots");
-        })
-        .map_or(1, |()| 0);
-        // SAFETY: _exit never returns.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "the child's checks failed");
+    // The child allocates (lock-free) and spawns a thread: `t`, the only
+    // other thread, is waiting on its channel, not starting threads.
+    devutils::fork::in_child(move || {
+        // Only the forking thread exists: it alone owns a slab.
+        assert_eq!(hooks::owned_slabs(), 1 << hooks::owned_slab().unwrap());
+        let (slab, got) = on_a_new_thread(n);
+        assert_eq!(slab, t_slab, "the child's new thread owns T's slab");
+        assert_eq!(got, freed, "and reuses T's freed slots");
+    });
     finish_tx.send(()).unwrap();
     t.join().unwrap();
 }

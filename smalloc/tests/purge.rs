@@ -561,42 +561,27 @@ fn fork_while_sweeps_run() {
         })
         .collect();
     for round in 0..20u64 {
-        // SAFETY: the child only runs this test's code and exits with
-        // `_exit`; the allocator's fork handlers make it usable there.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let code = std::panic::catch_unwind(|| {
-                let mut rng = Rng::new(round);
-                let blocks: Vec<_> = (0..300u64)
-                    .map(|i| {
-                        let size = rng.log_size(8, 1 << 20);
-                        (alloc(size, i), size, i)
-                    })
-                    .collect();
-                // A raw thread: the parent's workers start and end std
-                // threads all the time, and std's own lock for that may be
-                // held at the fork (a deadlock in the child's
-                // `thread::spawn`, seen once in CI).
-                let arg = Box::into_raw(Box::new(blocks)).cast::<libc::c_void>();
-                let mut t: libc::pthread_t = 0;
-                // SAFETY: `free_all` takes the box back; default attributes.
-                let rc = unsafe { libc::pthread_create(&mut t, std::ptr::null(), free_all, arg) };
-                assert_eq!(rc, 0);
-                // SAFETY: `t` was created above and is joined once.
-                assert_eq!(unsafe { libc::pthread_join(t, std::ptr::null_mut()) }, 0);
-            })
-            .map_or(1, |()| 0);
-            // SAFETY: ends the child without running the parent's handlers.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for our child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child {round}: {status:#x}"
-        );
+        // The allocator's fork handlers make it usable in the child.
+        devutils::fork::in_child(|| {
+            let mut rng = Rng::new(round);
+            let blocks: Vec<_> = (0..300u64)
+                .map(|i| {
+                    let size = rng.log_size(8, 1 << 20);
+                    (alloc(size, i), size, i)
+                })
+                .collect();
+            // A raw thread: the parent's workers start and end std
+            // threads all the time, and std's own lock for that may be
+            // held at the fork (a deadlock in the child's
+            // `thread::spawn`, seen once in CI).
+            let arg = Box::into_raw(Box::new(blocks)).cast::<libc::c_void>();
+            let mut t: libc::pthread_t = 0;
+            // SAFETY: `free_all` takes the box back; default attributes.
+            let rc = unsafe { libc::pthread_create(&mut t, std::ptr::null(), free_all, arg) };
+            assert_eq!(rc, 0);
+            // SAFETY: `t` was created above and is joined once.
+            assert_eq!(unsafe { libc::pthread_join(t, std::ptr::null_mut()) }, 0);
+        });
         thread::sleep(Duration::from_millis(2));
     }
     stop.store(true, Ordering::Relaxed);
