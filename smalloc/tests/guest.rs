@@ -213,6 +213,11 @@ fn a_guest_holds_a_chain_up_to_its_depth_and_hands_it_out_last_freed_first() {
         after.classes[sc as usize].free_private, before.classes[sc as usize].free_private,
         "the chain went home at the guest's end"
     );
+    assert_eq!(
+        after.classes[sc as usize].live(),
+        before.classes[sc as usize].live() - (depth as u64 + 1),
+        "every block it freed is on a list: none lost"
+    );
     owners.end();
 }
 
@@ -292,31 +297,41 @@ fn a_trim_on_another_thread_sends_a_guests_slot_home() {
 )]
 fn a_fork_child_empties_the_cells_of_the_parents_other_guests() {
     let mut owners = Owners::new();
-    let (p, q) = (take(&mut owners.blocks), take(&mut owners.blocks));
+    let (p, q, r) = (
+        take(&mut owners.blocks),
+        take(&mut owners.blocks),
+        take(&mut owners.blocks),
+    );
     let sc = sc();
-    // Another guest holds `q` while this one forks.
+    // Another guest holds a chain, `q` then `r`, while this one forks.
     let (held_tx, held_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let other = thread::spawn(move || {
         let own = alloc();
         assert_eq!(hooks::owned_slab(), None);
+        // A second allocation of the class: a credit to chain.
+        let credit = alloc();
         check_and_free(q, layout::slab_of(q) as u64);
+        check_and_free(r, layout::slab_of(r) as u64);
         held_tx.send(()).unwrap();
         done_rx.recv().unwrap();
+        free(credit);
         free(own);
     });
     held_rx.recv().unwrap();
     as_guest(move |own| {
         check_and_free(p, layout::slab_of(p) as u64);
-        let q_free = hooks::list_usage(layout::slab_of(q), sc).free;
+        let free_of = |x: usize| hooks::list_usage(layout::slab_of(x), sc).free;
+        let (q_free, r_free) = (free_of(q), free_of(r));
         let held = !cfg!(feature = "secure");
         devutils::fork::child_allocates(&A, l(), own, held.then_some(p), || {
             if held {
                 assert_eq!(
-                    hooks::list_usage(layout::slab_of(q), sc).free,
+                    free_of(q),
                     q_free + 1,
-                    "the other guest's slot went home"
+                    "the other guest's first slot went home"
                 );
+                assert_eq!(free_of(r), r_free + 1, "and the rest of its chain");
             }
         });
     });
