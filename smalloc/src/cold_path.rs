@@ -589,7 +589,11 @@ fn take_any(base: usize, s: usize, sc: u32, collided: &mut bool) -> Option<Slot>
     if let Some(got) = borrow_private(base, s, sc) {
         return Some(got);
     }
-    claim_tail(addr, sc, false).map(|(n, _)| never_used(addr, sc, n))
+    let (n, _) = claim_tail(addr, sc, false)?;
+    // New memory of a slab the thread may not live on (an owner failing
+    // over stays on its own): the sweeps and statistics read used slabs only.
+    occupancy::note_used(s);
+    Some(never_used(addr, sc, n))
 }
 
 /// One slot of `sc` from the private list of slab `s` if nobody owns it,

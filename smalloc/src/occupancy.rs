@@ -233,10 +233,20 @@ mod tests {
         let (placed_tx, placed_rx) = channel();
         let (released_tx, released_rx) = channel::<()>();
         let h = thread::spawn(move || {
-            let during = (home_after_alloc(), is_owner(owned()));
+            // Kept until the end: freed, the slot it failed over to would
+            // draw the thread to that slab once it owns one (freed slots
+            // before new memory).
+            let l = Layout::from_size_align(32, 8).unwrap();
+            // SAFETY: a non-zero layout.
+            let kept = unsafe { Smalloc.alloc(l) };
+            let here = slab_of(crate::home_slab::slab_addr(crate::home_slab::current()));
+            let during = (here, is_owner(owned()));
             placed_tx.send(()).unwrap();
             released_rx.recv().unwrap();
-            (during, (home_after_alloc(), is_owner(owned())))
+            let after = (home_after_alloc(), is_owner(owned()));
+            // SAFETY: allocated above with `l`, freed once.
+            unsafe { Smalloc.dealloc(kept, l) };
+            (during, after)
         });
         placed_rx.recv().unwrap();
         tail.store(0, Relaxed);
