@@ -5,7 +5,9 @@
 //! from any thread at any time; [`report`] writes it as text.
 //!
 //! **Exact when quiescent**: when no thread allocates or frees during the
-//! snapshot, every count is exact. **While threads run**, each list is read
+//! snapshot, every count is exact: the library's own sweeps and trims,
+//! which take lists whole for a moment, wait for it (so it waits for
+//! theirs, and is not for a signal handler). **While threads run**, each list is read
 //! at a slightly different moment, so the totals need not add up to any one
 //! moment's heap; and a walk of a list may meet a slot that was taken
 //! meanwhile (its first bytes are then someone's data). A walk follows a
@@ -224,8 +226,18 @@ impl Snapshot {
     }
 }
 
-/// Takes a snapshot of the heap.
+/// Takes a snapshot of the heap. Waits for a sweep or trim in progress,
+/// and holds the next ones back meanwhile: they take lists whole for a
+/// moment, which would show their slots as live.
 pub fn snapshot() -> Snapshot {
+    crate::purge::lock();
+    let s = read();
+    crate::purge::unlock();
+    s
+}
+
+/// [`snapshot`], under the sweep lock.
+fn read() -> Snapshot {
     let mut s = Snapshot::EMPTY;
     (s.big_count, s.big_bytes) = big::usage();
     (s.purged_bytes, s.purge_resets) = crate::purge::purged();

@@ -1,5 +1,6 @@
 //! Statistics (`smalloc::stats`): the snapshot is exact after known
-//! sequences of operations (one thread, and after threads join), the report
+//! sequences of operations (one thread, after threads join, and while a
+//! trim sweeps the lists), the report
 //! carries its numbers, a trim gives back the pages of freed slots without
 //! harming anyone's blocks, and snapshots and trims taken while threads
 //! allocate and free never crash, hang or hand a slot out twice.
@@ -220,6 +221,65 @@ fn exact_after_threads_join_with_cross_thread_frees() {
     let slabs = s.slabs.iter().filter(|l| l.counts != Counts::ZERO);
     assert!(slabs.clone().all(|l| l.counts == theirs), "{:?}", s.slabs);
     assert_eq!(slabs.count(), if s.counters { THREADS } else { 0 });
+}
+
+#[test]
+fn a_snapshot_is_exact_while_a_trim_sweeps_the_lists() {
+    no_purge();
+    const SIZES: [usize; 3] = [64 << 10, 128 << 10, 320 << 10];
+    const EACH: usize = 32;
+    let blocks: Vec<(usize, usize, u64)> = (0..2 * EACH as u64)
+        .flat_map(|i| SIZES.map(|size| (alloc(size, i) as usize, size, i)))
+        .collect();
+    let (kept, freed): (Vec<_>, Vec<_>) = blocks.into_iter().partition(|b| b.2 % 2 == 0);
+    // Freed by a thread that does not own their slab: onto the shared
+    // lists, which a trim takes whole and puts back.
+    thread::spawn(move || {
+        for (p, size, tag) in freed {
+            free(p as *mut u8, size, tag);
+        }
+    })
+    .join()
+    .unwrap();
+    let (stop, ready): (Arc<AtomicBool>, Arc<AtomicBool>) = Default::default();
+    let trimmer = {
+        let (stop, ready) = (stop.clone(), ready.clone());
+        thread::spawn(move || {
+            ready.store(true, Ordering::Release);
+            let mut trims = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                stats::trim(0);
+                trims += 1;
+            }
+            trims
+        })
+    };
+    while !ready.load(Ordering::Acquire) {
+        thread::yield_now();
+    }
+    // From here on no thread allocates or frees: every snapshot is exact.
+    let live = stats::snapshot().live_slots();
+    let start = Instant::now();
+    let mut snaps = 0;
+    while start.elapsed() < Duration::from_secs(1) || snaps < 100 {
+        let s = stats::snapshot();
+        assert_eq!(s.live_slots(), live, "snapshot {snaps}");
+        for size in SIZES {
+            assert_eq!(
+                s.classes[class(size)].free(),
+                EACH as u64,
+                "{size} B, snapshot {snaps}"
+            );
+        }
+        snaps += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let trims = trimmer.join().unwrap();
+    eprintln!("{snaps} snapshots during {trims} trims");
+    assert!(trims > 10, "{trims} trims");
+    for (p, size, tag) in kept {
+        free(p as *mut u8, size, tag);
+    }
 }
 
 #[test]
