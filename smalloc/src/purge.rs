@@ -467,6 +467,19 @@ pub fn try_lock() -> bool {
     !SWEEPING.swap(true, Ordering::Acquire)
 }
 
+/// Takes the sweep lock, waiting at most about `ms` milliseconds for a
+/// sweep in progress; false (not taken) if it is still held then.
+pub fn lock_within(ms: u64) -> bool {
+    let start = sys::coarse_ms();
+    while !try_lock() {
+        if sys::coarse_ms().wrapping_sub(start) >= ms {
+            return false;
+        }
+        sys::yield_now();
+    }
+    true
+}
+
 /// Gives the sweep lock back.
 pub fn unlock() {
     // Release: publishes the table to the next sweep.

@@ -6,8 +6,8 @@
 //!
 //! **Exact when quiescent**: when no thread allocates or frees during the
 //! snapshot, every count is exact: the library's own sweeps and trims,
-//! which take lists whole for a moment, wait for it (so it waits for
-//! theirs, and is not for a signal handler). **While threads run**, each list is read
+//! which take lists whole for a moment, wait for it, and it waits for
+//! theirs (up to a second). **While threads run**, each list is read
 //! at a slightly different moment, so the totals need not add up to any one
 //! moment's heap; and a walk of a list may meet a slot that was taken
 //! meanwhile (its first bytes are then someone's data). A walk follows a
@@ -230,11 +230,19 @@ impl Snapshot {
 /// and holds the next ones back meanwhile: they take lists whole for a
 /// moment, which would show their slots as live.
 pub fn snapshot() -> Snapshot {
-    crate::purge::lock();
+    // Bounded: a sweep this very thread was in when a signal handler
+    // called `exit` (the report at exit) would never end.
+    let locked = crate::purge::lock_within(SWEEP_WAIT_MS);
     let s = read();
-    crate::purge::unlock();
+    if locked {
+        crate::purge::unlock();
+    }
     s
 }
+
+/// How long [`snapshot`] waits for a sweep in progress before it reads the
+/// lists anyway (an estimate then, as while threads run).
+const SWEEP_WAIT_MS: u64 = 1000;
 
 /// [`snapshot`], under the sweep lock.
 fn read() -> Snapshot {
@@ -441,4 +449,35 @@ pub fn trim(pad: usize) -> usize {
         snapshot().trimmable_bytes.saturating_sub(pad as u64) as usize
     };
     crate::trim::release(budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use core::alloc::{GlobalAlloc, Layout};
+    use std::time::{Duration, Instant};
+
+    use super::{SWEEP_WAIT_MS, snapshot};
+    use crate::{Smalloc, purge};
+
+    #[test]
+    #[cfg_attr(miri, ignore = "a snapshot calls mincore, which Miri lacks")]
+    fn a_snapshot_waits_a_bounded_time_for_a_sweep_that_does_not_end() {
+        let l = Layout::from_size_align(48, 8).unwrap();
+        // SAFETY: a non-zero layout; the block stays live.
+        let p = unsafe { Smalloc.alloc(l) };
+        assert!(!p.is_null());
+        // As a sweep this thread was in when a signal handler took over.
+        purge::lock();
+        let start = Instant::now();
+        let s = snapshot();
+        let waited = start.elapsed();
+        purge::unlock();
+        assert_eq!(s.live_slots(), 1);
+        let bound = Duration::from_millis(SWEEP_WAIT_MS);
+        assert!(waited >= bound / 2 && waited < bound * 5, "{waited:?}");
+        // With the lock free, no wait.
+        let start = Instant::now();
+        assert_eq!(snapshot().live_slots(), 1);
+        assert!(start.elapsed() < bound / 2, "{:?}", start.elapsed());
+    }
 }
