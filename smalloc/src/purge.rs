@@ -187,7 +187,7 @@ fn sweep_if_due() {
         if !purger::started() && (purger::wanted() || sys::other_threads()) {
             purger::start();
         }
-        background_sweep();
+        background_sweep(0);
     }
 }
 
@@ -470,14 +470,17 @@ pub fn try_lock() -> bool {
 /// Takes the sweep lock, waiting at most about `ms` milliseconds for a
 /// sweep in progress; false (not taken) if it is still held then.
 pub fn lock_within(ms: u64) -> bool {
-    let start = sys::coarse_ms();
-    while !try_lock() {
-        if sys::coarse_ms().wrapping_sub(start) >= ms {
-            return false;
-        }
-        sys::yield_now();
+    if try_lock() {
+        return true;
     }
-    true
+    let start = sys::coarse_ms();
+    while sys::coarse_ms().wrapping_sub(start) < ms {
+        sys::yield_now();
+        if try_lock() {
+            return true;
+        }
+    }
+    false
 }
 
 /// Gives the sweep lock back.
@@ -970,11 +973,17 @@ fn release_chain(
     last
 }
 
+/// How long the background thread waits for the sweep lock before it lets
+/// a sweep pass: a statistics snapshot holds it for a moment, and a sweep
+/// let pass waits a whole delay for the next.
+pub const LOCK_WAIT_MS: u64 = 50;
+
 /// A sweep by the background thread (or, in a process without one, on a
-/// cold free or refill): quiet lists only; then the owners hand their private lists
-/// over at their next cold path.
-pub fn background_sweep() -> Swept {
-    if !try_lock() {
+/// cold free or refill, with no wait): quiet lists only; then the owners
+/// hand their private lists over at their next cold path. Passed (and
+/// pending) if the sweep lock stays taken for `wait_ms`.
+pub fn background_sweep(wait_ms: u64) -> Swept {
+    if !lock_within(wait_ms) {
         return Swept {
             released: 0,
             pending: true,
@@ -989,9 +998,9 @@ pub fn background_sweep() -> Swept {
 
 /// A sweep of the slabs whose owner ended, by the background thread soon
 /// after a thread's end: what the thread freed goes back without waiting a
-/// whole delay. Skipped while another sweep runs.
+/// whole delay. Skipped if the sweep lock stays taken for [`LOCK_WAIT_MS`].
 pub fn ended_sweep() {
-    if try_lock() {
+    if lock_within(LOCK_WAIT_MS) {
         sweep_slabs(false, usize::MAX, true);
         unlock();
     }

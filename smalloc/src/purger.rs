@@ -264,7 +264,7 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
         if purge::delay_ms() == 0 {
             continue;
         }
-        let swept = purge::background_sweep();
+        let swept = purge::background_sweep(purge::LOCK_WAIT_MS);
         crate::nudge::idle_owners(purge::epoch());
         if !swept.pending {
             idle_wait();
