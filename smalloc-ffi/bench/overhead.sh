@@ -5,7 +5,9 @@
 # and std::alloc with smalloc as #[global_allocator]). Each count is the
 # difference between runs of 200k and 100k pairs, divided by 100k, so
 # process start-up cancels out; it includes the loop itself (a few
-# instructions).
+# instructions). Last, the same for one free of a block another thread
+# allocated (`remote_free.c`), counted in the freeing loop only: the cold
+# path of every cross-thread free.
 #
 # For comparison it also builds mimalloc as a release shared library from
 # the C source that the libmimalloc-sys crate (the bench crate's mimalloc
@@ -23,8 +25,9 @@ cargo build --release -p smalloc-ffi --lib --example overhead ${FEATURES:+--feat
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin -o "$tmp/overhead_c" smalloc-ffi/bench/overhead.c
+cc -O2 -fno-builtin -pthread -o "$tmp/remote_free" smalloc-ffi/bench/remote_free.c
 
-refs() { # command... -> total instructions
+refs() { # [valgrind options] command... -> total instructions
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$@" 2>&1 |
         sed -n 's/.*I *refs: *//p' | tr -d ,
 }
@@ -35,6 +38,13 @@ per_pair() { # label command-with-N...
     a=$(refs "${@/N/100000}")
     b=$(refs "${@/N/200000}")
     echo "$label: $(((b - a) / 100000)) instructions per malloc/free pair"
+}
+per_remote_free() { # library -> instructions per free of a block another thread allocated
+    local a b
+    a=$(LD_PRELOAD="$1" refs --toggle-collect=free_all "$tmp/remote_free" 100000) || return 1
+    b=$(LD_PRELOAD="$1" refs --toggle-collect=free_all "$tmp/remote_free" 200000) || return 1
+    [[ $a =~ ^[0-9]+$ && $b =~ ^[0-9]+$ ]] || return 1
+    echo "$(((b - a) / 100000))"
 }
 
 # mimalloc, release build from the source in the cargo registry. Everything
@@ -141,4 +151,11 @@ elif mi_n=$(mimalloc_per_pair); then
     echo "$mi_label: $mi_n instructions per malloc/free pair"
 else
     echo "$mi_label: SKIPPED (measurement failed or libmimalloc.so not seen in the profile)"
+fi
+# Frees of blocks another thread allocated (`remote_free.c`: sizes 16 B to
+# about 1 KiB, the freeing thread owning a slab of its own): the cold path
+# every producer/consumer free takes.
+echo "C free of a block another thread allocated (LD_PRELOAD): $(per_remote_free "$target/release/libsmalloc.so") instructions per free"
+if [[ -z $mi_skip ]] && mi_n=$(per_remote_free "$mi_lib"); then
+    echo "mimalloc ${mi_version:-?} free of a block another thread allocated: $mi_n instructions per free"
 fi

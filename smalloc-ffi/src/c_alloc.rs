@@ -119,8 +119,9 @@ pub unsafe fn free(p: *mut c_void) {
 unsafe fn free_cold(p: *mut c_void) {
     if raw::owns(p.cast()) {
         // SAFETY: a pointer inside the reservation is a slot we handed out
-        // (every pointer we return is the start of its slot).
-        unsafe { raw::free_slot(p.cast()) }
+        // (every pointer we return is the start of its slot), and `free`'s
+        // hot path just left it.
+        unsafe { raw::free_slot_cold(p.cast()) }
     } else if !p.is_null() {
         // SAFETY: per the contract.
         unsafe { free_other(p) }

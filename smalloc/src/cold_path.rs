@@ -802,23 +802,47 @@ unsafe fn owner_keeps(addr: usize, sc: u32, cell: &SlotLink) -> bool {
 #[inline(never)]
 unsafe fn dealloc_shared(addr: usize, sc: u32, cell: SlotLink) {
     if layout::is_large(addr) {
-        // SAFETY: the caller owns the slot; it is not pushed yet.
-        unsafe {
-            purge::before_push(addr, sc);
-            shrink::freeing(addr, sc);
-        }
+        // SAFETY: per the contract.
+        return unsafe { dealloc_large_shared(addr, sc, cell) };
     }
+    // SAFETY: per the contract.
+    unsafe { push_shared(addr, sc, &cell) };
+    purge::cold_tick_freed();
+}
+
+/// [`dealloc_shared`] of a large slot: out of line, so that the frees of
+/// small slots save no registers.
+///
+/// # Safety
+/// As [`dealloc_shared`]; the slot is large.
+#[cold]
+#[inline(never)]
+unsafe fn dealloc_large_shared(addr: usize, sc: u32, cell: SlotLink) {
+    // SAFETY: the caller owns the slot; it is not pushed yet.
+    unsafe {
+        purge::before_push(addr, sc);
+        shrink::freeing(addr, sc);
+        push_shared(addr, sc, &cell);
+    }
+    purge::cold_tick_freed();
+}
+
+/// Pushes the slot at `addr` onto its shared list.
+///
+/// # Safety
+/// As [`dealloc_shared`].
+#[inline(always)]
+unsafe fn push_shared(addr: usize, sc: u32, cell: &SlotLink) {
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)
     // are its link cell while it is free, always accessed atomically.
     unsafe {
         free_list::push(
             &shared(layout::slab_addr_of(addr), sc).flh,
-            &cell,
+            cell,
             layout::link_of(addr),
         );
     }
-    purge::cold_tick_freed();
 }
 
 #[cfg(test)]

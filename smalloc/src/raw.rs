@@ -66,6 +66,19 @@ pub unsafe fn free_slot_hot(p: *mut u8) -> bool {
     unsafe { hot_path::free_owned(p) }
 }
 
+/// The rest of [`free_slot`] where [`free_slot_hot`] returned false for
+/// `p`: the slot goes to the cold path without the hot path's test again.
+///
+/// # Safety
+/// As [`free_slot`]; [`free_slot_hot`] just returned false for `p`, on this
+/// thread.
+#[inline(always)]
+pub unsafe fn free_slot_cold(p: *mut u8) {
+    debug_assert!(owns(p));
+    // SAFETY: per the contract; not a slot the hot path takes.
+    unsafe { crate::cold_path::dealloc(p) }
+}
+
 /// Whether `p` lies inside smalloc's reservation (is a slot).
 #[inline(always)]
 pub fn owns(p: *const u8) -> bool {
