@@ -975,7 +975,8 @@ fn release_chain(
 
 /// How long the background thread waits for the sweep lock before it lets
 /// a sweep pass: a statistics snapshot holds it for a moment, and a sweep
-/// let pass waits a whole delay for the next.
+/// let pass waits a whole delay for the next (docs/decisions.md,
+/// "Snapshots and sweeps share the sweep lock").
 pub const LOCK_WAIT_MS: u64 = 50;
 
 /// A sweep by the background thread (or, in a process without one, on a
