@@ -483,6 +483,34 @@ pub fn lock_within(ms: u64) -> bool {
     false
 }
 
+/// The background thread waits for the sweep lock: snapshots let it go
+/// first, or snapshots taken back to back would keep it out.
+static SWEEP_WAITING: AtomicBool = AtomicBool::new(false);
+
+/// [`lock_within`] for a sweep, which statistics snapshots let go first.
+pub fn lock_for_sweep(ms: u64) -> bool {
+    if try_lock() {
+        return true;
+    }
+    // Relaxed: a hint to snapshots; the lock synchronizes.
+    SWEEP_WAITING.store(true, Ordering::Relaxed);
+    let taken = lock_within(ms);
+    // Relaxed: as above.
+    SWEEP_WAITING.store(false, Ordering::Relaxed);
+    taken
+}
+
+/// [`lock_within`] for a statistics snapshot: after a sweep that waits.
+pub fn lock_for_snapshot(ms: u64) -> bool {
+    let start = sys::coarse_ms();
+    let waited = || sys::coarse_ms().wrapping_sub(start);
+    // Relaxed: as in `lock_for_sweep`.
+    while SWEEP_WAITING.load(Ordering::Relaxed) && waited() < ms {
+        sys::yield_now();
+    }
+    lock_within(ms.saturating_sub(waited()))
+}
+
 /// Gives the sweep lock back.
 pub fn unlock() {
     // Release: publishes the table to the next sweep.
@@ -984,7 +1012,7 @@ pub const LOCK_WAIT_MS: u64 = 50;
 /// hand their private lists over at their next cold path. Passed (and
 /// pending) if the sweep lock stays taken for `wait_ms`.
 pub fn background_sweep(wait_ms: u64) -> Swept {
-    if !lock_within(wait_ms) {
+    if !lock_for_sweep(wait_ms) {
         return Swept {
             released: 0,
             pending: true,
@@ -1001,7 +1029,7 @@ pub fn background_sweep(wait_ms: u64) -> Swept {
 /// after a thread's end: what the thread freed goes back without waiting a
 /// whole delay. Skipped if the sweep lock stays taken for [`LOCK_WAIT_MS`].
 pub fn ended_sweep() {
-    if lock_within(LOCK_WAIT_MS) {
+    if lock_for_sweep(LOCK_WAIT_MS) {
         sweep_slabs(false, usize::MAX, true);
         unlock();
     }

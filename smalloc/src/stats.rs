@@ -232,7 +232,7 @@ impl Snapshot {
 pub fn snapshot() -> Snapshot {
     // Bounded: a sweep this very thread was in when a signal handler
     // called `exit` (the report at exit) would never end.
-    let locked = crate::purge::lock_within(SWEEP_WAIT_MS);
+    let locked = crate::purge::lock_for_snapshot(SWEEP_WAIT_MS);
     let s = read();
     if locked {
         crate::purge::unlock();
