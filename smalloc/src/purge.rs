@@ -1041,6 +1041,8 @@ pub fn reset_after_fork() {
     // Relaxed: the child has one thread.
     FORKING.store(0, Ordering::Relaxed);
     SWEEPING.store(false, Ordering::Relaxed);
+    // The background thread, which may have been waiting, is not here.
+    SWEEP_WAITING.store(false, Ordering::Relaxed);
 }
 
 /// Called by free for the slot at `addr`, of size class `sc`, before it is
@@ -1059,5 +1061,33 @@ pub unsafe fn before_push(addr: usize, sc: u32) {
         // SAFETY: `[first, first + len)` lies inside the slot, which the
         // caller owns, past the link's page, and is page-aligned.
         unsafe { sys::release(sys::ptr_at(first), len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use super::SWEEP_WAITING;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot fork")]
+    fn a_fork_child_does_not_wait_for_the_parents_background_thread() {
+        // The background thread's fork handlers are registered when it starts.
+        crate::start_purge_thread();
+        // As if the background thread were waiting for the sweep lock at the
+        // fork: the child has no such thread, and its snapshots must not wait.
+        SWEEP_WAITING.store(true, Ordering::Relaxed);
+        devutils::fork::in_child(|| {
+            let start = Instant::now();
+            let _ = crate::stats::snapshot();
+            assert!(
+                start.elapsed() < Duration::from_millis(500),
+                "{:?}",
+                start.elapsed()
+            );
+        });
+        SWEEP_WAITING.store(false, Ordering::Relaxed);
     }
 }
