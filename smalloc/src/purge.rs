@@ -469,7 +469,7 @@ pub fn try_lock() -> bool {
 
 /// Takes the sweep lock, waiting at most about `ms` milliseconds for a
 /// sweep in progress; false (not taken) if it is still held then.
-pub fn lock_within(ms: u64) -> bool {
+fn lock_within(ms: u64) -> bool {
     if try_lock() {
         return true;
     }
@@ -488,9 +488,12 @@ pub fn lock_within(ms: u64) -> bool {
 static SWEEP_WAITING: AtomicBool = AtomicBool::new(false);
 
 /// [`lock_within`] for a sweep, which statistics snapshots let go first.
-pub fn lock_for_sweep(ms: u64) -> bool {
+fn lock_for_sweep(ms: u64) -> bool {
     if try_lock() {
         return true;
+    }
+    if ms == 0 {
+        return false;
     }
     // Relaxed: a hint to snapshots; the lock synchronizes.
     SWEEP_WAITING.store(true, Ordering::Relaxed);
