@@ -453,12 +453,10 @@ static SWEEPING: AtomicBool = AtomicBool::new(false);
 /// Threads about to fork: sweeps stop between lists.
 pub static FORKING: AtomicUsize = AtomicUsize::new(0);
 
-/// Takes the sweep lock, waiting for a sweep in progress.
+/// Takes the sweep lock, waiting for a sweep in progress (and going before
+/// the next statistics snapshot).
 pub fn lock() {
-    // Acquire: the previous sweep's table writes happen-before ours.
-    while SWEEPING.swap(true, Ordering::Acquire) {
-        sys::yield_now();
-    }
+    lock_for_sweep(u64::MAX);
 }
 
 /// Takes the sweep lock if it is free.
@@ -483,9 +481,9 @@ fn lock_within(ms: u64) -> bool {
     false
 }
 
-/// The background thread waits for the sweep lock: snapshots let it go
-/// first, or snapshots taken back to back would keep it out.
-static SWEEP_WAITING: AtomicBool = AtomicBool::new(false);
+/// Sweeps and trims waiting for the sweep lock: snapshots let them go
+/// first, or snapshots taken back to back would keep them out.
+static SWEEPS_WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// [`lock_within`] for a sweep, which statistics snapshots let go first.
 fn lock_for_sweep(ms: u64) -> bool {
@@ -496,10 +494,10 @@ fn lock_for_sweep(ms: u64) -> bool {
         return false;
     }
     // Relaxed: a hint to snapshots; the lock synchronizes.
-    SWEEP_WAITING.store(true, Ordering::Relaxed);
+    SWEEPS_WAITING.fetch_add(1, Ordering::Relaxed);
     let taken = lock_within(ms);
     // Relaxed: as above.
-    SWEEP_WAITING.store(false, Ordering::Relaxed);
+    SWEEPS_WAITING.fetch_sub(1, Ordering::Relaxed);
     taken
 }
 
@@ -508,7 +506,7 @@ pub fn lock_for_snapshot(ms: u64) -> bool {
     let start = sys::coarse_ms();
     let waited = || sys::coarse_ms().wrapping_sub(start);
     // Relaxed: as in `lock_for_sweep`.
-    while SWEEP_WAITING.load(Ordering::Relaxed) && waited() < ms {
+    while SWEEPS_WAITING.load(Ordering::Relaxed) != 0 && waited() < ms {
         sys::yield_now();
     }
     lock_within(ms.saturating_sub(waited()))
@@ -1044,8 +1042,8 @@ pub fn reset_after_fork() {
     // Relaxed: the child has one thread.
     FORKING.store(0, Ordering::Relaxed);
     SWEEPING.store(false, Ordering::Relaxed);
-    // The background thread, which may have been waiting, is not here.
-    SWEEP_WAITING.store(false, Ordering::Relaxed);
+    // The threads that may have been waiting are not here.
+    SWEEPS_WAITING.store(0, Ordering::Relaxed);
 }
 
 /// Called by free for the slot at `addr`, of size class `sc`, before it is
@@ -1072,7 +1070,7 @@ mod tests {
     use core::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
-    use super::SWEEP_WAITING;
+    use super::SWEEPS_WAITING;
 
     #[test]
     #[cfg_attr(miri, ignore = "Miri cannot fork")]
@@ -1081,7 +1079,7 @@ mod tests {
         crate::start_purge_thread();
         // As if the background thread were waiting for the sweep lock at the
         // fork: the child has no such thread, and its snapshots must not wait.
-        SWEEP_WAITING.store(true, Ordering::Relaxed);
+        SWEEPS_WAITING.store(1, Ordering::Relaxed);
         devutils::fork::in_child(|| {
             let start = Instant::now();
             let _ = crate::stats::snapshot();
@@ -1091,6 +1089,6 @@ mod tests {
                 start.elapsed()
             );
         });
-        SWEEP_WAITING.store(false, Ordering::Relaxed);
+        SWEEPS_WAITING.store(0, Ordering::Relaxed);
     }
 }
