@@ -7,7 +7,8 @@
 # process start-up cancels out; it includes the loop itself (a few
 # instructions). Last, the same for one free of a block another thread
 # allocated (`remote_free.c`), counted in the freeing loop only: the cold
-# path of every cross-thread free.
+# path of every cross-thread free; and for larson's step, that free and then
+# an allocation of its size (`replace.c`, counted in its loop only).
 #
 # For comparison it also builds mimalloc as a release shared library from
 # the C source that the libmimalloc-sys crate (the bench crate's mimalloc
@@ -26,6 +27,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin -o "$tmp/overhead_c" smalloc-ffi/bench/overhead.c
 cc -O2 -fno-builtin -pthread -o "$tmp/remote_free" smalloc-ffi/bench/remote_free.c
+cc -O2 -fno-builtin -pthread -o "$tmp/replace" smalloc-ffi/bench/replace.c
 
 refs() { # [valgrind options] command... -> total instructions
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$@" 2>&1 |
@@ -39,10 +41,10 @@ per_pair() { # label command-with-N...
     b=$(refs "${@/N/200000}")
     echo "$label: $(((b - a) / 100000)) instructions per malloc/free pair"
 }
-per_remote_free() { # library -> instructions per free of a block another thread allocated
+per_step() { # library program function -> instructions per step of the function's loop
     local a b
-    a=$(LD_PRELOAD="$1" refs --toggle-collect=free_all "$tmp/remote_free" 100000) || return 1
-    b=$(LD_PRELOAD="$1" refs --toggle-collect=free_all "$tmp/remote_free" 200000) || return 1
+    a=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 100000) || return 1
+    b=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 200000) || return 1
     [[ $a =~ ^[0-9]+$ && $b =~ ^[0-9]+$ ]] || return 1
     echo "$(((b - a) / 100000))"
 }
@@ -155,7 +157,14 @@ fi
 # Frees of blocks another thread allocated (`remote_free.c`: sizes 16 B to
 # about 1 KiB, the freeing thread owning a slab of its own): the cold path
 # every producer/consumer free takes.
-echo "C free of a block another thread allocated (LD_PRELOAD): $(per_remote_free "$target/release/libsmalloc.so") instructions per free"
-if [[ -z $mi_skip ]] && mi_n=$(per_remote_free "$mi_lib"); then
+echo "C free of a block another thread allocated (LD_PRELOAD): $(per_step "$target/release/libsmalloc.so" remote_free free_all) instructions per free"
+if [[ -z $mi_skip ]] && mi_n=$(per_step "$mi_lib" remote_free free_all); then
     echo "mimalloc ${mi_version:-?} free of a block another thread allocated: $mi_n instructions per free"
+fi
+# Larson's step (`replace.c`): a free of another thread's block, then an
+# allocation of its size, which finds the thread's own supply empty (the
+# slot it just held, in smalloc).
+echo "C replace of a block another thread allocated (LD_PRELOAD): $(per_step "$target/release/libsmalloc.so" replace replace_all) instructions per free+malloc"
+if [[ -z $mi_skip ]] && mi_n=$(per_step "$mi_lib" replace replace_all); then
+    echo "mimalloc ${mi_version:-?} replace of a block another thread allocated: $mi_n instructions per free+malloc"
 fi

@@ -45,9 +45,10 @@ fn aligned_cold(size: usize, align: usize) -> *mut u8 {
     if size == 0 {
         return aligned(1, align).cast();
     }
-    let sc = raw::size_class(size, align);
-    if sc <= raw::largest_sc() {
-        let p = raw::alloc_slot(sc, size).ptr;
+    let sc = raw::size_class_16(size, align);
+    // Small requests skip the look at the largest slot (a load).
+    if sc < raw::LARGE_SC || sc <= raw::largest_sc() {
+        let p = raw::alloc_slot_cold(sc, size).ptr;
         if !p.is_null() {
             return p;
         }
@@ -69,7 +70,7 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         return errno::enomem();
     };
-    let sc = raw::size_class(total, MIN_ALIGN);
+    let sc = raw::size_class_16(total, MIN_ALIGN);
     // Small requests skip the look at the largest slot (a load).
     if sc < raw::LARGE_SC || sc <= raw::largest_sc() {
         let p = raw::alloc_zeroed_slot(sc, total);

@@ -108,22 +108,30 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
             home_slab::answer_nudge(owned);
             return counted(owner_refill(home_slab::owned_slab(owned), sc), req);
         }
-        let current = home_slab::current();
-        if current == 0 {
-            return alloc_first(sc, req);
-        }
-        let addr = home_slab::slab_addr(current);
-        let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
-        if home_slab::may_own(current) {
-            if let Some(owned) = claim_any(base, slab) {
-                return counted(owner_refill(owned, sc), req);
-            }
-            if let Some(got) = crate::guest::take(sc) {
-                return counted(got, req);
-            }
-        }
-        counted(shared_alloc(base, slab, sc), req)
+        alloc_small_unowned(sc, req)
     })
+}
+
+/// [`alloc_small`] for a thread that owns no slab: its first allocation, a
+/// claim, its guest cells or its slab's shared list. Out of line, so that
+/// an owner's refill saves no registers on its way.
+#[inline(never)]
+fn alloc_small_unowned(sc: u32, req: Request) -> Slot {
+    let current = home_slab::current();
+    if current == 0 {
+        return alloc_first(sc, req);
+    }
+    let addr = home_slab::slab_addr(current);
+    let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
+    if home_slab::may_own(current) {
+        if let Some(owned) = claim_any(base, slab) {
+            return counted(owner_refill(owned, sc), req);
+        }
+        if let Some(got) = crate::guest::take(sc) {
+            return counted(got, req);
+        }
+    }
+    counted(shared_alloc(base, slab, sc), req)
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list
@@ -196,13 +204,50 @@ fn claim_any(base: usize, current: usize) -> Option<usize> {
 }
 
 /// The owner of the slab at `slab_addr` found its private list of `sc`
-/// empty.
+/// empty: the purge's ticks, then a held slot or the longer way. No call
+/// returns here unless a tick is due, so a held slot costs no saved
+/// registers (a thread that frees and allocates other threads' blocks).
 #[cold]
 #[inline(never)]
 fn owner_refill(slab_addr: usize, sc: u32) -> Slot {
+    if purge::refill_ticks_due() {
+        return owner_refill_ticked(slab_addr, sc);
+    }
+    held_or_refill(slab_addr, sc)
+}
+
+/// [`owner_refill`] with its ticks due (in one frame, as a program with one
+/// thread refills every time).
+#[inline(never)]
+fn owner_refill_ticked(slab_addr: usize, sc: u32) -> Slot {
     purge::cold_tick_refill();
     purge::owner_tick(slab_addr);
-    if let Some(got) = held::take(slab_addr, sc).or_else(|| owner_take(slab_addr, sc)) {
+    match held::take(slab_addr, sc) {
+        Some(got) => got,
+        None => owner_refill_rest(slab_addr, sc),
+    }
+}
+
+/// The held slot of `sc`, else [`owner_refill_slow`].
+#[inline(always)]
+fn held_or_refill(slab_addr: usize, sc: u32) -> Slot {
+    match held::take(slab_addr, sc) {
+        Some(got) => got,
+        None => owner_refill_slow(slab_addr, sc),
+    }
+}
+
+/// [`owner_refill_rest`] out of line.
+#[inline(never)]
+fn owner_refill_slow(slab_addr: usize, sc: u32) -> Slot {
+    owner_refill_rest(slab_addr, sc)
+}
+
+/// [`owner_refill`] without a held slot: the owner's own supply, then
+/// other slabs' freed slots, then new memory.
+#[inline(always)]
+fn owner_refill_rest(slab_addr: usize, sc: u32) -> Slot {
+    if let Some(got) = owner_take(slab_addr, sc) {
         return got;
     }
     let (base, slab) = (layout::base_of(slab_addr), layout::slab_of(slab_addr));

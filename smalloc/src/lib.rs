@@ -214,7 +214,7 @@ unsafe fn dealloc_cold(p: *mut u8, size: usize) {
 /// longer way, a large slot, or a big mapping.
 #[inline(never)]
 fn alloc_cold(size: usize, align: usize) -> *mut u8 {
-    let sc = size_class(size, align);
+    let sc = metadata::size_class_by_table::<false>(size, align);
     let p = if sc < layout::LARGE_SC {
         cold_path::alloc_small(sc, Request::new(size)).ptr
     } else if sc <= geometry::largest_sc() {

@@ -308,6 +308,19 @@ pub const fn medium_index(mask: usize) -> Option<usize> {
     Some(BY_256_BYTES[mask >> 8] as usize)
 }
 
+/// [`layout::size_class`] from the hot path's tables below 64 KiB (a load
+/// where the computation takes a dozen instructions), for the cold paths;
+/// `ALIGN_16` as for [`table_index`].
+#[inline(always)]
+pub fn size_class_by_table<const ALIGN_16: bool>(size: usize, align: usize) -> u32 {
+    debug_assert!(align.is_power_of_two() && (!ALIGN_16 || align >= 16));
+    let mask = layout::request_mask(size, align);
+    match table_index::<ALIGN_16>(mask).or(medium_index(mask)) {
+        Some(index) => index as u32 + 1,
+        None => layout::size_class(size, align),
+    }
+}
+
 /// Masks from this many bytes on are of large size classes (or beyond).
 pub const MEDIUM_TABLE_BYTES: usize = 64 << 10;
 
@@ -394,6 +407,20 @@ mod tests {
                 };
                 if mask < CLASS_TABLE_BYTES && align >= 16 {
                     assert_eq!(table_index::<true>(mask), Some(want), "{size} {align}");
+                }
+                // The cold paths read the same tables.
+                let sc = layout::size_class(size, align);
+                assert_eq!(
+                    size_class_by_table::<false>(size, align),
+                    sc,
+                    "{size} {align}"
+                );
+                if align >= 16 {
+                    assert_eq!(
+                        size_class_by_table::<true>(size, align),
+                        sc,
+                        "{size} {align}"
+                    );
                 }
                 if mask < MEDIUM_TABLE_BYTES {
                     assert_eq!(got, Some(want), "size {size} align {align}");

@@ -121,6 +121,13 @@ pub fn cold_tick_refill() {
     }
 }
 
+/// Whether [`cold_tick_refill`] or [`owner_tick`] has work to do on this
+/// thread: no background thread, or a new purge epoch.
+#[inline(always)]
+pub fn refill_ticks_due() -> bool {
+    !occupancy::many_threads_seen() || home_slab::purge_epoch() != epoch()
+}
+
 /// [`cold_tick_freed`] when the background thread waits or does not run.
 #[cold]
 #[inline(never)]

@@ -30,6 +30,26 @@ pub fn alloc_slot(sc: u32, size: usize) -> Slot {
     hot_path::alloc(sc, crate::features::Request::new(size))
 }
 
+/// [`size_class`] of a request aligned to at least 16 bytes (`align`, a
+/// power of two), from the hot path's tables.
+#[inline(always)]
+pub fn size_class_16(size: usize, align: usize) -> u32 {
+    crate::metadata::size_class_by_table::<true>(size, align)
+}
+
+/// As [`alloc_slot`]; the hot path ([`alloc_or`]) just found nothing for
+/// a request of class `sc`, on this thread, so the cold path at once.
+#[inline(always)]
+pub fn alloc_slot_cold(sc: u32, size: usize) -> Slot {
+    debug_assert!((MIN_SC..=MAX_SC).contains(&sc));
+    let req = crate::features::Request::new(size);
+    if sc >= LARGE_SC {
+        crate::cold_path::alloc_large(sc, req)
+    } else {
+        crate::cold_path::alloc_small(sc, req)
+    }
+}
+
 /// The hot path of allocation: for a request of `size` bytes aligned to
 /// `align` (a power of two, at least 16: malloc's), a reused slot of its size class from the
 /// calling thread's own slab, or else `cold(size, align)` — the request is

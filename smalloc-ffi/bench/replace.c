@@ -1,0 +1,47 @@
+/* The C side of the replace measurement (see overhead.sh): larson's step.
+ * The main thread allocates N blocks of 16 B to about 1 KiB; a second
+ * thread, which allocated a block of its own first (so it owns a slab),
+ * then frees each block and allocates one of the same size in its place,
+ * in `replace_all`, the function the measurement counts. Each free is of
+ * another thread's block and each allocation finds the thread's own
+ * supply of the class empty: the cold paths a server's workers take when
+ * they free what other threads allocated and allocate as much. */
+#include <pthread.h>
+#include <stdlib.h>
+
+static void **blocks;
+static long n;
+
+static size_t size_of(long i) { return 16 + (size_t)(i * 37) % 1000; }
+
+__attribute__((noinline)) void replace_all(void) {
+    for (long i = 0; i < n; i++) {
+        free(blocks[i]);
+        blocks[i] = malloc(size_of(i));
+        *(volatile char *)blocks[i] = 1;
+    }
+}
+
+static void *worker(void *arg) {
+    (void)arg;
+    void *volatile own = malloc(16);
+    free(own);
+    replace_all();
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    n = argc > 1 ? atol(argv[1]) : 1000000;
+    blocks = malloc(n * sizeof *blocks);
+    if (!blocks) return 1;
+    for (long i = 0; i < n; i++) {
+        blocks[i] = malloc(size_of(i));
+        if (!blocks[i]) return 1;
+        *(volatile char *)blocks[i] = 1;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, NULL)) return 1;
+    for (long i = 0; i < n; i++) free(blocks[i]);
+    free(blocks);
+    return 0;
+}
