@@ -8,7 +8,8 @@
 # instructions). Last, the same for one free of a block another thread
 # allocated (`remote_free.c`), counted in the freeing loop only: the cold
 # path of every cross-thread free; and for larson's step, that free and then
-# an allocation of its size (`replace.c`, counted in its loop only).
+# an allocation of its size (`replace.c`, counted in its loop only), also
+# by a thread that owns no slab.
 #
 # For comparison it also builds mimalloc as a release shared library from
 # the C source that the libmimalloc-sys crate (the bench crate's mimalloc
@@ -41,10 +42,10 @@ per_pair() { # label command-with-N...
     b=$(refs "${@/N/200000}")
     echo "$label: $(((b - a) / 100000)) instructions per malloc/free pair"
 }
-per_step() { # library program function -> instructions per step of the function's loop
+per_step() { # library program function [argument] -> instructions per step of the function's loop
     local a b
-    a=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 100000) || return 1
-    b=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 200000) || return 1
+    a=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 100000 ${4:-}) || return 1
+    b=$(LD_PRELOAD="$1" refs --toggle-collect="$3" "$tmp/$2" 200000 ${4:-}) || return 1
     [[ $a =~ ^[0-9]+$ && $b =~ ^[0-9]+$ ]] || return 1
     echo "$(((b - a) / 100000))"
 }
@@ -168,3 +169,4 @@ echo "C replace of a block another thread allocated (LD_PRELOAD): $(per_step "$t
 if [[ -z $mi_skip ]] && mi_n=$(per_step "$mi_lib" replace replace_all); then
     echo "mimalloc ${mi_version:-?} replace of a block another thread allocated: $mi_n instructions per free+malloc"
 fi
+echo "C replace, by a thread beyond the slabs (a guest; LD_PRELOAD): $(per_step "$target/release/libsmalloc.so" replace replace_all guest) instructions per free+malloc"

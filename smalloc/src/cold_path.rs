@@ -114,24 +114,51 @@ pub fn alloc_small(sc: u32, req: Request) -> Slot {
 
 /// [`alloc_small`] for a thread that owns no slab: its first allocation, a
 /// claim, its guest cells or its slab's shared list. Out of line, so that
-/// an owner's refill saves no registers on its way.
+/// an owner's refill saves no registers on its way; a guest's usual way
+/// (every slab owned, its set claimed) makes only tail calls.
 #[inline(never)]
 fn alloc_small_unowned(sc: u32, req: Request) -> Slot {
     let current = home_slab::current();
     if current == 0 {
         return alloc_first(sc, req);
     }
-    let addr = home_slab::slab_addr(current);
-    let (base, slab) = (layout::base_of(addr), layout::slab_of(addr));
-    if home_slab::may_own(current) {
-        if let Some(owned) = claim_any(base, slab) {
-            return counted(owner_refill(owned, sc), req);
-        }
-        if let Some(got) = crate::guest::take(sc) {
-            return counted(got, req);
+    if !home_slab::may_own(current) {
+        return alloc_small_shared(sc, req, current);
+    }
+    if ownership::unowned() == 0 {
+        if let Some(n) = crate::guest::set_for(sc) {
+            return match crate::guest::take_from(n, sc) {
+                Some(got) => counted(got, req),
+                None => alloc_small_shared(sc, req, current),
+            };
         }
     }
-    counted(shared_alloc(base, slab, sc), req)
+    alloc_small_joining(sc, req, current)
+}
+
+/// [`alloc_small_unowned`] of a thread that may own a slab, off a guest's
+/// usual way: it claims a slab nobody owns, or its set of cells.
+#[inline(never)]
+fn alloc_small_joining(sc: u32, req: Request, current: usize) -> Slot {
+    let addr = home_slab::slab_addr(current);
+    if let Some(owned) = claim_any(layout::base_of(addr), layout::slab_of(addr)) {
+        return counted(owner_refill(owned, sc), req);
+    }
+    if let Some(got) = crate::guest::take(sc) {
+        return counted(got, req);
+    }
+    alloc_small_shared(sc, req, current)
+}
+
+/// A slot of small size class `sc` from the shared lists, for a thread
+/// that owns no slab, on the slab at `current`.
+#[inline(always)]
+fn alloc_small_shared(sc: u32, req: Request, current: usize) -> Slot {
+    let addr = home_slab::slab_addr(current);
+    counted(
+        shared_alloc(layout::base_of(addr), layout::slab_of(addr), sc),
+        req,
+    )
 }
 
 /// A slot of a large size class (64 KiB to 2 GiB): an owner's private list

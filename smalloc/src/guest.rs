@@ -261,6 +261,22 @@ pub(crate) fn take(sc: u32) -> Option<Slot> {
         claim();
         return None;
     };
+    take_from(n, sc)
+}
+
+/// The set of the calling thread, which owns no slab, if it has one and
+/// its cells take slots of size class `sc`.
+#[inline]
+pub(crate) fn set_for(sc: u32) -> Option<usize> {
+    if held::config_off() || sc >= HELD_SC {
+        return None;
+    }
+    home_slab::guest_set_unowned()
+}
+
+/// [`take`] by the thread of set `n` ([`set_for`] `sc`).
+#[inline]
+pub(crate) fn take_from(n: usize, sc: u32) -> Option<Slot> {
     let credits = credits(n);
     // Relaxed: the set's thread's own word.
     let mine = credits.load(Ordering::Relaxed);
