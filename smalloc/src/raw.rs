@@ -55,7 +55,7 @@ pub fn alloc_slot_cold(sc: u32, size: usize) -> Slot {
 /// calling thread's own slab, or else `cold(size, align)` — the request is
 /// not small (below 64 KiB; size 0 is not), the thread owns no slab, or its
 /// list is empty — where the front end finds one the longer way
-/// ([`alloc_slot`]) with its own rules and failure handling.
+/// ([`alloc_slot_cold`]) with its own rules and failure handling.
 #[inline(always)]
 pub fn alloc_or(size: usize, align: usize, cold: fn(usize, usize) -> *mut u8) -> *mut u8 {
     hot_path::alloc_request::<true>(size, align, crate::features::Request::new(size), cold)
