@@ -1010,10 +1010,10 @@ fn release_chain(
 }
 
 /// How long the background thread waits for the sweep lock before it lets
-/// a sweep pass: a statistics snapshot holds it for a moment, and a sweep
+/// a sweep pass: as long as a statistics snapshot waits for it, as a sweep
 /// let pass waits a whole delay for the next (docs/decisions.md,
 /// "Snapshots and sweeps share the sweep lock").
-pub const LOCK_WAIT_MS: u64 = 50;
+pub const LOCK_WAIT_MS: u64 = 1000;
 
 /// A sweep by the background thread (or, in a process without one, on a
 /// cold free or refill, with no wait): quiet lists only; then the owners
