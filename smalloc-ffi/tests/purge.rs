@@ -143,6 +143,94 @@ fn a_program_with_one_thread_that_rebuilds_its_buffers_keeps_them() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
+/// The page faults of the process so far. After [`STATUS_C`].
+const FAULTS_C: &str = r#"
+#include <sys/resource.h>
+
+static long faults(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+"#;
+
+/// A program with one thread that frees a peak of 64 MiB of 1 MiB blocks
+/// (past the first 16 MiB, the frees give their pages back), then loops
+/// over four buffers of 1 MiB: freed and allocated again each round, they
+/// stay. Prints the page faults of the last ten rounds. After
+/// [`STATUS_C`] and [`FAULTS_C`].
+const AFTER_SHRINKING: &str = r#"
+int main(void) {
+    enum { PEAK = 64, N = 4, SIZE = 1 << 20, ROUNDS = 20 };
+    static char *p[PEAK];
+    for (int i = 0; i < PEAK; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    for (int i = 0; i < PEAK; i++) free(p[i]);
+    long before = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS - 10) before = faults();
+        for (int i = 0; i < N; i++) {
+            p[i] = malloc(SIZE);
+            memset(p[i], r, SIZE);
+        }
+        for (int i = 0; i < N; i++) free(p[i]);
+    }
+    long late = faults() - before;
+    long threads = status("Threads:");
+    printf("faults in the last 10 rounds %ld threads %ld\n", late, threads);
+    /* A round faulting its buffers in again: 1,024 faults. */
+    return !(threads == 1 && late < 500);
+}
+"#;
+
+#[test]
+fn a_program_with_one_thread_that_shrank_keeps_the_buffers_it_loops_over() {
+    let exe = one_thread_program("after-shrinking", &format!("{FAULTS_C}{AFTER_SHRINKING}"));
+    let out = run_ok(preloaded(&mut target_command(&exe)));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A program with one thread whose requests of 2 MiB take freed slots of 4
+/// MiB (a larger class's freed slots before new memory), three a round,
+/// and free them again: the slots' frees count 4 MiB each, and so must
+/// their allocations, or the count drifts up by 2 MiB a round until every
+/// free gives its pages back. Prints the page faults of the last ten
+/// rounds. After [`STATUS_C`] and [`FAULTS_C`].
+const BORROWS_LARGER: &str = r#"
+int main(void) {
+    enum { N = 3, BIG = 4 << 20, SIZE = 2 << 20, ROUNDS = 40 };
+    static char *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(BIG);
+        memset(p[i], 1, BIG);
+    }
+    for (int i = 0; i < N; i++) free(p[i]);
+    long before = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        if (r == ROUNDS - 10) before = faults();
+        for (int i = 0; i < N; i++) {
+            p[i] = malloc(SIZE);
+            memset(p[i], r, SIZE);
+        }
+        for (int i = 0; i < N; i++) free(p[i]);
+    }
+    long late = faults() - before;
+    long threads = status("Threads:");
+    printf("faults in the last 10 rounds %ld threads %ld\n", late, threads);
+    /* A round faulting its blocks in again: 1,536 faults. */
+    return !(threads == 1 && late < 500);
+}
+"#;
+
+#[test]
+fn a_program_with_one_thread_whose_requests_take_larger_freed_slots_keeps_them() {
+    let exe = one_thread_program("borrows-larger", &format!("{FAULTS_C}{BORROWS_LARGER}"));
+    let out = run_ok(preloaded(&mut target_command(&exe)));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 /// Runs the test program `file` with a sweep every millisecond; it prints
 /// `expect` when its checks pass.
 fn with_a_sweep_every_millisecond(file: &str, expect: &str) {

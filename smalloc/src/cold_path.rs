@@ -166,7 +166,18 @@ fn alloc_small_shared(sc: u32, req: Request, current: usize) -> Slot {
 #[inline(never)]
 pub fn alloc_large(sc: u32, req: Request) -> Slot {
     debug_assert!((LARGE_SC..=MAX_SC).contains(&sc));
-    shrink::allocating(sc);
+    let got = alloc_large_slot(sc, req);
+    // The slot's own class, which a borrow or a failover makes larger: its
+    // free counts that one.
+    if !got.ptr.is_null() {
+        shrink::allocating(layout::sc_of(got.ptr.addr()));
+    }
+    got
+}
+
+/// The body of [`alloc_large`].
+#[inline(always)]
+fn alloc_large_slot(sc: u32, req: Request) -> Slot {
     or_sampled(sc, req, || {
         let owned = home_slab::owned();
         if is_owner(owned) {

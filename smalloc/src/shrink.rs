@@ -1,21 +1,23 @@
 //! A heap that shrinks, in a process with one thread that allocates: once
-//! the bytes of large slots it freed onto shared lists exceed those it
-//! allocated since by [`SHRINK_AFTER`] (or more, see below), each further
-//! such free gives the slot's pages past the first back before the push.
-//! Such a program has no background thread, and its sweeps run on its cold
-//! paths: one that frees its peak and then sleeps would keep it all
-//! otherwise. One that takes the memory back soon after (a loop that frees
-//! and rebuilds its buffers) doubles the amount kept before the next
-//! releases ([`BACKOFF_MS`]). Why, measured: docs/decisions.md ("A
-//! one-thread heap that shrinks").
+//! the bytes of large slots it freed onto shared lists and kept exceed
+//! those it allocated since by [`SHRINK_AFTER`] (or more, see below), each
+//! further such free gives the slot's pages past the first back before the
+//! push, and is not counted: what is kept stays near the threshold, so a
+//! program that loops over a few buffers after it shrank keeps them. Such a
+//! program has no background thread, and its sweeps run on its cold paths:
+//! one that frees its peak and then sleeps would keep it all otherwise. One
+//! that takes the memory back soon after (a loop that frees and rebuilds
+//! its buffers) doubles the amount kept before the next releases
+//! ([`BACKOFF_MS`]). Why, measured: docs/decisions.md ("A one-thread heap
+//! that shrinks").
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::layout::{self, LARGE_SC, RELEASE_SC};
 use crate::{occupancy, purge, sys};
 
-/// Bytes of large slots freed onto shared lists less those allocated since
-/// (not below 0).
+/// Bytes of large slots freed onto shared lists and kept (their pages not
+/// given back on the free) less those allocated since (not below 0).
 static NET: AtomicUsize = AtomicUsize::new(0);
 
 /// The net bytes freed after which frees give their pages back; doubled by
@@ -52,11 +54,15 @@ pub unsafe fn freeing(addr: usize, sc: u32) {
     let net = NET
         .load(Ordering::Relaxed)
         .saturating_add(layout::slot_size(sc));
-    NET.store(net, Ordering::Relaxed);
     // Relaxed: as above.
     if net < AFTER.load(Ordering::Relaxed) || purge::delay_ms() == 0 {
+        // Relaxed: as above.
+        NET.store(net, Ordering::Relaxed);
         return;
     }
+    // Not counted: a count of every byte freed would stay above the
+    // threshold while a program that shrank loops over a few buffers, and
+    // give them back on every free.
     purge::release_slot(addr, sc);
     // Relaxed: as above.
     RELEASED_MS.store(sys::coarse_ms().max(1), Ordering::Relaxed);
