@@ -103,11 +103,9 @@ fn a_program_with_one_thread_gives_large_slots_back_as_its_heap_shrinks() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
-/// A program with one thread that builds 48 MiB of 1 MiB buffers and frees
-/// them, over and over: its first rounds give some back as they free, the
-/// later ones keep them (the memory came back at once). Prints the page
-/// faults of the last ten rounds. After [`STATUS_C`].
-const REBUILDS: &str = r#"
+/// Rounds of buffers allocated, written and freed, for the programs below.
+/// After [`STATUS_C`].
+const ROUNDS_C: &str = r#"
 #include <sys/resource.h>
 
 static long faults(void) {
@@ -116,119 +114,91 @@ static long faults(void) {
     return u.ru_minflt;
 }
 
-int main(void) {
-    enum { N = 48, SIZE = 1 << 20, ROUNDS = 20 };
-    static char *p[N];
-    long before = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        if (r == ROUNDS - 10) before = faults();
-        for (int i = 0; i < N; i++) {
-            p[i] = malloc(SIZE);
-            memset(p[i], r, SIZE);
+/* `rounds` rounds of `n` blocks of `size` bytes allocated, written whole and
+ * freed. Returns the page faults of the last ten rounds (all rounds when
+ * `rounds` is 1), after printing them with the process's thread count,
+ * which goes to `*threads`. */
+static long rounds_of(int n, size_t size, int rounds, long *threads) {
+    static char *p[64];
+    long before = faults();
+    for (int r = 0; r < rounds; r++) {
+        if (r == rounds - 10) before = faults();
+        for (int i = 0; i < n; i++) {
+            p[i] = malloc(size);
+            memset(p[i], r + 1, size);
         }
-        for (int i = 0; i < N; i++) free(p[i]);
+        for (int i = 0; i < n; i++) free(p[i]);
     }
     long late = faults() - before;
-    long threads = status("Threads:");
-    printf("faults in the last 10 rounds %ld threads %ld\n", late, threads);
-    /* A round faulting its buffers in again: 12,288 faults. */
-    return !(threads == 1 && late < 2000);
+    *threads = status("Threads:");
+    printf("faults in the last 10 rounds %ld threads %ld\n", late, *threads);
+    return late;
 }
 "#;
+
+/// The one-thread program `main_c` (after [`STATUS_C`] and [`ROUNDS_C`]),
+/// compiled as `name` and run under smalloc; it fails unless it kept what
+/// it checks.
+fn one_thread_rounds(name: &str, main_c: &str) {
+    let exe = one_thread_program(name, &format!("{ROUNDS_C}{main_c}"));
+    let out = run_ok(preloaded(&mut target_command(&exe)));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
 
 #[test]
 fn a_program_with_one_thread_that_rebuilds_its_buffers_keeps_them() {
-    let exe = one_thread_program("rebuilds", REBUILDS);
-    let out = run_ok(preloaded(&mut target_command(&exe)));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-}
-
-/// The page faults of the process so far. After [`STATUS_C`].
-const FAULTS_C: &str = r#"
-#include <sys/resource.h>
-
-static long faults(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_minflt;
-}
-"#;
-
-/// A program with one thread that frees a peak of 64 MiB of 1 MiB blocks
-/// (past the first 16 MiB, the frees give their pages back), then loops
-/// over four buffers of 1 MiB: freed and allocated again each round, they
-/// stay. Prints the page faults of the last ten rounds. After
-/// [`STATUS_C`] and [`FAULTS_C`].
-const AFTER_SHRINKING: &str = r#"
+    // 48 MiB of 1 MiB buffers built and freed, over and over: the first
+    // rounds give some back as they free, the later ones keep them (the
+    // memory came back at once). A round faulting its buffers in again:
+    // 12,288 faults.
+    one_thread_rounds(
+        "rebuilds",
+        r#"
 int main(void) {
-    enum { PEAK = 64, N = 4, SIZE = 1 << 20, ROUNDS = 20 };
-    static char *p[PEAK];
-    for (int i = 0; i < PEAK; i++) {
-        p[i] = malloc(SIZE);
-        memset(p[i], 1, SIZE);
-    }
-    for (int i = 0; i < PEAK; i++) free(p[i]);
-    long before = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        if (r == ROUNDS - 10) before = faults();
-        for (int i = 0; i < N; i++) {
-            p[i] = malloc(SIZE);
-            memset(p[i], r, SIZE);
-        }
-        for (int i = 0; i < N; i++) free(p[i]);
-    }
-    long late = faults() - before;
-    long threads = status("Threads:");
-    printf("faults in the last 10 rounds %ld threads %ld\n", late, threads);
-    /* A round faulting its buffers in again: 1,024 faults. */
-    return !(threads == 1 && late < 500);
+    long threads, late = rounds_of(48, 1 << 20, 20, &threads);
+    return !(threads == 1 && late < 2000);
 }
-"#;
+"#,
+    );
+}
 
 #[test]
 fn a_program_with_one_thread_that_shrank_keeps_the_buffers_it_loops_over() {
-    let exe = one_thread_program("after-shrinking", &format!("{FAULTS_C}{AFTER_SHRINKING}"));
-    let out = run_ok(preloaded(&mut target_command(&exe)));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-}
-
-/// A program with one thread whose requests of 2 MiB take freed slots of 4
-/// MiB (a larger class's freed slots before new memory), three a round,
-/// and free them again: the slots' frees count 4 MiB each, and so must
-/// their allocations, or the count drifts up by 2 MiB a round until every
-/// free gives its pages back. Prints the page faults of the last ten
-/// rounds. After [`STATUS_C`] and [`FAULTS_C`].
-const BORROWS_LARGER: &str = r#"
+    // A peak of 64 MiB of 1 MiB blocks freed (past the first 16 MiB, the
+    // frees give their pages back), then four buffers of 1 MiB freed and
+    // allocated again each round: they stay. A round faulting its buffers
+    // in again: 1,024 faults.
+    one_thread_rounds(
+        "after-shrinking",
+        r#"
 int main(void) {
-    enum { N = 3, BIG = 4 << 20, SIZE = 2 << 20, ROUNDS = 40 };
-    static char *p[N];
-    for (int i = 0; i < N; i++) {
-        p[i] = malloc(BIG);
-        memset(p[i], 1, BIG);
-    }
-    for (int i = 0; i < N; i++) free(p[i]);
-    long before = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        if (r == ROUNDS - 10) before = faults();
-        for (int i = 0; i < N; i++) {
-            p[i] = malloc(SIZE);
-            memset(p[i], r, SIZE);
-        }
-        for (int i = 0; i < N; i++) free(p[i]);
-    }
-    long late = faults() - before;
-    long threads = status("Threads:");
-    printf("faults in the last 10 rounds %ld threads %ld\n", late, threads);
-    /* A round faulting its blocks in again: 1,536 faults. */
+    long threads;
+    rounds_of(64, 1 << 20, 1, &threads);
+    long late = rounds_of(4, 1 << 20, 20, &threads);
     return !(threads == 1 && late < 500);
 }
-"#;
+"#,
+    );
+}
 
 #[test]
 fn a_program_with_one_thread_whose_requests_take_larger_freed_slots_keeps_them() {
-    let exe = one_thread_program("borrows-larger", &format!("{FAULTS_C}{BORROWS_LARGER}"));
-    let out = run_ok(preloaded(&mut target_command(&exe)));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    // Three requests of 2 MiB a round take freed slots of 4 MiB (a larger
+    // class's freed slots before new memory) and free them again: the
+    // slots' frees count 4 MiB each, and so must their allocations, or the
+    // count drifts up by 2 MiB a round until every free gives its pages
+    // back. A round faulting its blocks in again: 1,536 faults.
+    one_thread_rounds(
+        "borrows-larger",
+        r#"
+int main(void) {
+    long threads;
+    rounds_of(3, 4 << 20, 1, &threads);
+    long late = rounds_of(3, 2 << 20, 40, &threads);
+    return !(threads == 1 && late < 500);
+}
+"#,
+    );
 }
 
 /// Runs the test program `file` with a sweep every millisecond; it prints
