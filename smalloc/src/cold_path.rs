@@ -510,8 +510,9 @@ fn shared_never_used(base: usize, slab: usize, sc: u32) -> Slot {
 ///
 /// Slabs nobody owns come first: their freed slots (on their shared lists
 /// and their private lists) are nobody's working set. For small slots the
-/// thread moves there, owning the slab (an owner gives up its old one); a
-/// thread that must not own moves there without. Large slots are borrowed
+/// thread moves there, owning the slab (an owner gives up its old one, and
+/// then skips them for [`home_slab::SETTLE_MS`]); a thread that must not
+/// own moves there without. Large slots are borrowed
 /// (one slot; from a private list under a short claim). From a slab that a
 /// live thread owns only single slots of its shared list are borrowed; a
 /// thread without a slab moves there for small slots. Why, measured:
@@ -542,7 +543,10 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
     // From where the last search succeeded: where freed slots were is where
     // they likely are again, and each slab looked at costs a cache miss.
     let hint = home_slab::search_hint();
-    for s in slabs_from(unowned, hint) {
+    // An owner that just moved here leaves the other slabs nobody owns
+    // alone: their freed slots would move it on again, away from its own.
+    let settled = small && owns_slab && home_slab::settling(slab);
+    for s in slabs_from(if settled { 0 } else { unowned }, hint) {
         let addr = layout::slab_addr(base, s);
         if !small {
             // Its shared list (one compare-and-swap on the slab's own line)
@@ -559,6 +563,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
         {
             features::count(Event::FreedUnowned, own);
             home_slab::become_owner(base, s);
+            home_slab::settle(s);
             let got = owner_take(addr, sc).or_else(|| owner_claim_step(addr, sc));
             return Some(got.unwrap_or_else(|| failover(base, s, sc)));
         }

@@ -24,9 +24,11 @@
 //! The words themselves, and how they are reached:
 //! [`thread_words`](crate::thread_words).
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use crate::features::{self, Event};
 use crate::layout::{self, NUM_SLABS};
-use crate::{metadata, nudge, occupancy, ownership, thread_words};
+use crate::{metadata, nudge, occupancy, ownership, sys, thread_words};
 
 pub use crate::thread_words::NOT_OWNER;
 
@@ -217,6 +219,7 @@ pub fn assign(base: usize) {
     thread_words::store::<{ thread_words::CURRENT }>(addr);
     if owns {
         metadata::tables(metadata::private_block(addr)).fill_regions(addr);
+        unsettle(slab);
         set_owned(addr);
         features::count(Event::Claim, addr);
     }
@@ -242,12 +245,47 @@ pub fn become_owner(base: usize, slab: usize) {
         crate::guest::leave();
     }
     metadata::tables(metadata::private_block(addr)).fill_regions(addr);
+    unsettle(slab);
     set_owned(addr);
     thread_words::store::<{ thread_words::CURRENT }>(addr);
     occupancy::moved(layout::slab_of(slab_addr(old_current)), slab);
     occupancy::note_used(slab);
     exit::update(slab, true);
     features::count(Event::Claim, addr);
+}
+
+/// How long an owner that moved to another slab's freed slots stays there:
+/// for this long its searches for freed small slots skip the slabs nobody
+/// owns (it borrows from owned slabs or takes new memory of its own). Why,
+/// measured: docs/decisions.md ("An owner settles where it moved").
+pub const SETTLE_MS: u32 = 10;
+
+/// When the owner of each slab moved there to take its freed slots: coarse
+/// monotonic milliseconds, truncated, never 0; 0 when it came another way.
+static MOVED_IN_MS: [AtomicU32; NUM_SLABS] = [const { AtomicU32::new(0) }; NUM_SLABS];
+
+/// The calling thread became the owner of `slab` by moving to its freed
+/// slots: it settles there for [`SETTLE_MS`].
+#[cold]
+pub fn settle(slab: usize) {
+    if !cfg!(miri) {
+        // Relaxed: only the slab's owner reads it, on its own cold paths.
+        MOVED_IN_MS[slab % NUM_SLABS].store((sys::coarse_ms() as u32).max(1), Ordering::Relaxed);
+    }
+}
+
+/// A thread became the owner of `slab` without a search: not settling.
+fn unsettle(slab: usize) {
+    // Relaxed: as in `settle`.
+    MOVED_IN_MS[slab % NUM_SLABS].store(0, Ordering::Relaxed);
+}
+
+/// Whether the owner of `slab` (the caller) moved there within
+/// [`SETTLE_MS`].
+pub fn settling(slab: usize) -> bool {
+    // Relaxed: as in `settle`.
+    let at = MOVED_IN_MS[slab % NUM_SLABS].load(Ordering::Relaxed);
+    at != 0 && !cfg!(miri) && (sys::coarse_ms() as u32).wrapping_sub(at) < SETTLE_MS
 }
 
 /// Moves a thread that owns no slab to `slab` for its next allocations.

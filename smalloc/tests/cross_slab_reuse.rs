@@ -98,3 +98,81 @@ fn large_slots_freed_on_another_slab_are_reused_before_new_memory() {
         "only {reused} of {n} freed slots reused"
     );
 }
+
+/// An owner that moved to the slab of a thread that ended, to take its freed
+/// slots of one class, stays there for a while: dry of another class there,
+/// it takes new memory rather than move back to the slab it left or on to
+/// another ended thread's (it moved on at nearly every refill, its freed
+/// slots spread over every slab). After the while, it moves again.
+#[test]
+#[cfg_attr(miri, ignore = "the clock the rule reads is not Miri's")]
+fn an_owner_that_moved_to_freed_slots_stays_there_a_while() {
+    use smalloc::hooks::owned_slab;
+    use smalloc::layout::slab_of;
+    use std::time::{Duration, Instant};
+    // No sweep takes the lists this test reads.
+    smalloc::set_purge_delay(Duration::ZERO);
+    let [first, second, third] = [32, 48, 80].map(|size| Layout::from_size_align(size, 8).unwrap());
+    /// Frees 64 blocks of `l` on the calling thread's slab; returns it.
+    fn leave_freed(l: Layout) -> usize {
+        // SAFETY: each block is freed once, with its layout.
+        unsafe {
+            let blocks: Vec<*mut u8> = (0..64).map(|_| A.alloc(l)).collect();
+            for &p in &blocks {
+                A.dealloc(p, l);
+            }
+        }
+        owned_slab().expect("the thread owns a slab")
+    }
+    // This thread leaves freed slots of the first class on its slab; two
+    // threads alive at once (so on two other slabs) leave the second and
+    // the third class on theirs, and end: nobody owns those slabs now.
+    let old = leave_freed(first);
+    let both = std::sync::Arc::new(Barrier::new(2));
+    let spawn = |l: Layout| {
+        let both = both.clone();
+        thread::spawn(move || {
+            let s = leave_freed(l);
+            both.wait();
+            s
+        })
+    };
+    let (b, c) = (spawn(second), spawn(third));
+    let (b, c) = (b.join().unwrap(), c.join().unwrap());
+    assert!(old != b && old != c && b != c, "slabs {old}, {b}, {c}");
+    // SAFETY: every block is freed once, with the layout it was allocated
+    // with, and written only within it.
+    unsafe {
+        // Dry of the second class, this thread moves to where it is freed.
+        let start = Instant::now();
+        let p = A.alloc(second);
+        assert_eq!((slab_of(p.addr()), owned_slab()), (b, Some(b)));
+        // Dry of the first and the third class there, it stays (unless this
+        // thread was held up for the rule's whole while: a loaded machine).
+        let q = A.alloc(first);
+        let r = A.alloc(third);
+        if start.elapsed() < Duration::from_millis(5) {
+            assert_eq!(owned_slab(), Some(b), "moved on");
+            assert_eq!((slab_of(q.addr()), slab_of(r.addr())), (b, b));
+        }
+        fill(q, 32, 1);
+        fill(r, 80, 2);
+        // After the while, running dry of the third class again (its new
+        // memory used up) moves it to the third class's freed slots.
+        thread::sleep(Duration::from_millis(50));
+        let mut more = Vec::new();
+        while owned_slab() == Some(b) && more.len() <= smalloc::layout::NEW_MEMORY_STEP / 16 {
+            more.push(A.alloc(third));
+        }
+        assert_eq!(owned_slab(), Some(c), "never moved on");
+        assert_eq!(slab_of(more.last().unwrap().addr()), c);
+        assert_eq!(check(q, 32, 1), Ok(()));
+        assert_eq!(check(r, 80, 2), Ok(()));
+        for p in more {
+            A.dealloc(p, third);
+        }
+        A.dealloc(r, third);
+        A.dealloc(q, first);
+        A.dealloc(p, second);
+    }
+}
