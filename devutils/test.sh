@@ -98,8 +98,8 @@ RUSTFLAGS="--cfg loom --cfg smalloc_no_push_counter" cargo test -p smalloc --rel
 echo "== loom non-vacuity: if every claim succeeded, loom must find two owners on one private list"
 RUSTFLAGS="--cfg loom --cfg smalloc_no_ownership_check" cargo test -p smalloc --release \
     --target-dir target/loom-no-owner --test loom_free_list
-echo "== loom non-vacuity: a blind chain push must lose a slot, a blind reset or span take hand one out twice, a blind unregister let a nudge write freed words, a blind guest-cell emptying hand one out twice or lose one"
-RUSTFLAGS="--cfg loom --cfg smalloc_blind_chain_push --cfg smalloc_blind_reset --cfg smalloc_blind_span_take --cfg smalloc_blind_unregister --cfg smalloc_blind_guest_empty" cargo test -p smalloc \
+echo "== loom non-vacuity: a blind chain push must lose a slot, a blind reset or span take hand one out twice, a blind unregister let a nudge write freed words, a blind guest-cell emptying hand one out twice or lose one, a blind hint clear hide a freed large slot"
+RUSTFLAGS="--cfg loom --cfg smalloc_blind_chain_push --cfg smalloc_blind_reset --cfg smalloc_blind_span_take --cfg smalloc_blind_unregister --cfg smalloc_blind_guest_empty --cfg smalloc_blind_hint_clear" cargo test -p smalloc \
     --release --target-dir target/loom-blind --test loom_free_list
 
 # The fast parts of devutils/verify.sh (docs/verification.md): a Miri subset

@@ -27,8 +27,8 @@ use crate::home_slab::{self, is_owner};
 use crate::layout::{self, LARGE_SC, MAX_SC, Slot, THREAD_SLABS};
 use crate::metadata::{self, private_index, shared, tables};
 use crate::{
-    capped, commit, geometry, held, occupancy, ownership, pressure, private_list, purge,
-    reservation, shrink, spans, sys,
+    capped, commit, geometry, held, large_freed, occupancy, ownership, pressure, private_list,
+    purge, reservation, shrink, spans, sys,
 };
 
 /// What the features may ask of the allocator: the heap profiler's slots.
@@ -546,7 +546,13 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
     // An owner that just moved here leaves the other slabs nobody owns
     // alone: their freed slots would move it on again, away from its own.
     let settled = small && owns_slab && home_slab::settling(slab);
-    for s in slabs_from(if settled { 0 } else { unowned }, hint) {
+    // For large slots, only the slabs whose lists may hold one.
+    let may_hold = if small {
+        !0
+    } else {
+        large_freed::candidates(sc)
+    };
+    for s in slabs_from(if settled { 0 } else { unowned & may_hold }, hint) {
         let addr = layout::slab_addr(base, s);
         if !small {
             // Its shared list (one compare-and-swap on the slab's own line)
@@ -556,6 +562,7 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
                 features::count(Event::FreedUnowned, own);
                 return Some(got);
             }
+            large_freed::found_none(base, s, sc);
             continue;
         } else if home_slab::may_own(home_slab::current())
             && has_freed(addr, sc)
@@ -575,13 +582,16 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
             return Some(got);
         }
     }
-    for s in slabs_from(others & !unowned, hint) {
+    for s in slabs_from(others & !unowned & may_hold, hint) {
         if let Some(got) = try_shared(layout::slab_addr(base, s), sc) {
             features::count(Event::FreedOwned, own);
             if small && follows_freed_slots() {
                 home_slab::move_to(base, s);
             }
             return Some(got);
+        }
+        if !small {
+            large_freed::found_none(base, s, sc);
         }
     }
     if !small {
@@ -594,10 +604,14 @@ fn find_freed_inner(base: usize, slab: usize, sc: u32) -> Option<Slot> {
                     return Some(got);
                 }
             }
-            for s in core::iter::once(slab).chain(slabs_in(others)) {
+            let may_hold = large_freed::candidates(up);
+            for s in core::iter::once(slab).chain(slabs_in(others & may_hold)) {
                 if let Some(got) = try_shared(layout::slab_addr(base, s), up) {
                     features::count(Event::FreedLarger, own);
                     return Some(got);
+                }
+                if s != slab {
+                    large_freed::found_none(base, s, up);
                 }
             }
         }
@@ -710,7 +724,12 @@ fn borrow_private(base: usize, s: usize, sc: u32) -> Option<Slot> {
     } else {
         owner_take_large(addr, sc)
     };
+    // Relaxed: ours until the release.
+    let rest = head.load(Ordering::Relaxed);
     ownership::release(s);
+    if sc >= LARGE_SC {
+        large_freed::released_with(addr, sc, rest);
+    }
     got
 }
 
@@ -907,11 +926,12 @@ unsafe fn dealloc_shared(addr: usize, sc: u32, cell: SlotLink) {
 #[inline(never)]
 unsafe fn dealloc_large_shared(addr: usize, sc: u32, cell: SlotLink) {
     // SAFETY: the caller owns the slot; it is not pushed yet.
-    unsafe {
+    let p = unsafe {
         purge::before_push(addr, sc);
         shrink::freeing(addr, sc);
-        push_shared(addr, sc, &cell);
-    }
+        push_shared(addr, sc, &cell)
+    };
+    large_freed::pushed(layout::slab_of(addr), sc, p.onto_empty);
     purge::cold_tick_freed();
 }
 
@@ -920,7 +940,7 @@ unsafe fn dealloc_large_shared(addr: usize, sc: u32, cell: SlotLink) {
 /// # Safety
 /// As [`dealloc_shared`].
 #[inline(always)]
-unsafe fn push_shared(addr: usize, sc: u32, cell: &SlotLink) {
+unsafe fn push_shared(addr: usize, sc: u32, cell: &SlotLink) -> free_list::Pushed {
     // SAFETY: the caller owns the slot, which belongs to this flh's region;
     // its first four bytes (slots are at least 4 bytes, naturally aligned)
     // are its link cell while it is free, always accessed atomically.
@@ -929,7 +949,7 @@ unsafe fn push_shared(addr: usize, sc: u32, cell: &SlotLink) {
             &shared(layout::slab_addr_of(addr), sc).flh,
             cell,
             layout::link_of(addr),
-        );
+        )
     }
 }
 

@@ -217,16 +217,29 @@ pub fn take_all<F: FlhCell + ?Sized>(flh: &F) -> u32 {
     }
 }
 
+/// What a [`push`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Pushed {
+    /// The flh word it wrote.
+    pub now: u64,
+    /// Whether the list was empty before it.
+    pub onto_empty: bool,
+}
+
 /// Puts the slot named by `link`, whose link cell is `cell`, at the head of
 /// the list. Never fails: retries until its compare-and-swap succeeds.
-/// Returns the flh word it wrote. A chain the caller holds goes on whole
-/// with `link` naming its first slot and `cell` its last slot's link cell.
+/// A chain the caller holds goes on whole with `link` naming its first slot
+/// and `cell` its last slot's link cell.
 ///
 /// # Safety
 /// The caller owns the slot (or chain), which belongs to this list's
 /// region, and `cell` is that slot's (the chain's last slot's) link cell.
 #[inline(always)]
-pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C, link: u32) -> u64 {
+pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(
+    flh: &F,
+    cell: &C,
+    link: u32,
+) -> Pushed {
     debug_assert!(link != 0);
     // Relaxed: we never read through the old head, we only copy its value.
     let mut old = flh.load(Ordering::Relaxed);
@@ -238,7 +251,12 @@ pub unsafe fn push<F: FlhCell + ?Sized, C: LinkCell + ?Sized>(flh: &F, cell: &C,
         // made to the slot, become visible to the thread that takes it.
         // Failure Relaxed: as for the first load.
         match flh.compare_exchange(old, new, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return new,
+            Ok(_) => {
+                return Pushed {
+                    now: new,
+                    onto_empty: old as u32 == 0,
+                };
+            }
             Err(current) => old = current,
         }
     }

@@ -239,7 +239,7 @@ pub fn become_owner(base: usize, slab: usize) {
     if is_owner(old_owned) {
         // Stop using the old private lists before anyone can claim them.
         set_not_owner();
-        ownership::release(layout::slab_of(owned_slab(old_owned)));
+        release_owned(owned_slab(old_owned));
     } else {
         // Its held slots, in cells of its own until now.
         crate::guest::leave();
@@ -302,13 +302,21 @@ pub fn move_to(base: usize, slab: usize) {
     features::count(Event::Move, layout::slab_addr(base, slab));
 }
 
+/// Releases the slab at `slab_addr`, which the calling thread owned until
+/// now: its private lists of large slots become borrowable.
+fn release_owned(slab_addr: usize) {
+    let heads = crate::large_freed::private_heads(slab_addr);
+    ownership::release(layout::slab_of(slab_addr));
+    crate::large_freed::left(slab_addr, &heads);
+}
+
 /// Pins the calling thread, which has a slab, to `slab` without owning it:
 /// it gives up the slab it owns, if any, and never claims one again.
 pub fn pin_unowned(base: usize, slab: usize) {
     let w = owned();
     if is_owner(w) {
         set_not_owner();
-        ownership::release(layout::slab_of(owned_slab(w)));
+        release_owned(owned_slab(w));
     } else {
         // A pinned thread holds nothing.
         crate::guest::leave();
@@ -325,7 +333,6 @@ mod exit {
 
     use super::{NO_OWN, set_not_owner};
     use crate::layout::{self, NUM_SLABS};
-    use crate::ownership;
     use crate::{occupancy, thread_words};
 
     /// Added to the key's value when the thread owns its slab.
@@ -395,7 +402,7 @@ mod exit {
         set_not_owner();
         thread_words::store::<{ thread_words::CURRENT }>(addr | NO_OWN);
         if value & OWNS != 0 {
-            ownership::release(slab);
+            super::release_owned(addr);
         }
         occupancy::left(slab);
         // What the thread freed is now the sweeps' to give back, soon.
@@ -438,6 +445,7 @@ mod fork {
         crate::nudge::reset_after_fork(mine);
         crate::commit::reset_after_fork();
         crate::guest::reset_after_fork();
+        crate::large_freed::reset_after_fork();
         occupancy::reset_after_fork((current != 0).then(|| layout::slab_of(slab_addr(current))));
     }
 }

@@ -21,6 +21,8 @@ mod home_slab;
 pub mod hooks;
 mod hot_path;
 mod idle;
+#[doc(hidden)]
+pub mod large_freed;
 pub mod layout;
 mod metadata;
 pub mod nudge;

@@ -327,6 +327,7 @@ fn give_if_empty(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
     // SAFETY: the private chain is the owner's, of this region, and ends
     // with link 0.
     if unsafe { free_list::push_chain_if_empty(flh, w, first) } {
+        crate::large_freed::pushed(layout::slab_of(slab_addr), sc, true);
         return true;
     }
     // Relaxed: as above.
@@ -361,7 +362,8 @@ fn give(slab_addr: usize, sc: u32, head: &AtomicU32) -> bool {
     }
     clear(head);
     // SAFETY: the chain is the owner's; `last` is its last slot.
-    unsafe { free_list::push(flh, &SlotLink::of(last), first) };
+    let p = unsafe { free_list::push(flh, &SlotLink::of(last), first) };
+    crate::large_freed::pushed(layout::slab_of(slab_addr), sc, p.onto_empty);
     true
 }
 
@@ -683,9 +685,10 @@ fn sweep_list(slab_addr: usize, slab: usize, sc: u32, force: bool, out: &mut Swe
     }
     // SAFETY: the chain was on this list; we took it and hold it whole;
     // `last` is the last slot we walked to.
-    let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+    let p = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+    crate::large_freed::pushed(slab, sc, p.onto_empty);
     // Relaxed: ours under the lock.
-    seen.store(now, Ordering::Relaxed);
+    seen.store(p.now, Ordering::Relaxed);
     state.store(swept, Ordering::Relaxed);
 }
 
@@ -776,7 +779,9 @@ fn idle_pass(slab_addr: usize, sc: u32, seen: &AtomicU64, out: &mut Swept) {
     } else {
         // SAFETY: the chain was on this list; we took it and hold it whole;
         // `last` is its last slot.
-        unsafe { free_list::push(&line.flh, &SlotLink::of(kept.last), kept.first) }
+        let p = unsafe { free_list::push(&line.flh, &SlotLink::of(kept.last), kept.first) };
+        crate::large_freed::pushed(layout::slab_of(slab_addr), sc, p.onto_empty);
+        p.now
     };
     // Relaxed: ours under the lock.
     seen.store(now, Ordering::Relaxed);
@@ -913,14 +918,15 @@ pub fn release_large(budget: usize) -> (usize, u32) {
             }
             // SAFETY: the chain was on this list; we took it and hold it
             // whole; `last` is its last slot.
-            let now = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+            let p = unsafe { free_list::push(&line.flh, &SlotLink::of(last), first) };
+            crate::large_freed::pushed(slab, sc, p.onto_empty);
             // Relaxed: ours under the lock.
             record(slab, sc)
                 .shared_at_release
-                .store(now, Ordering::Relaxed);
+                .store(p.now, Ordering::Relaxed);
             if quiet {
                 // Our take and push are not a use: the list stays quiet.
-                seen.store(now, Ordering::Relaxed);
+                seen.store(p.now, Ordering::Relaxed);
             }
         }
     }

@@ -176,3 +176,50 @@ fn an_owner_that_moved_to_freed_slots_stays_there_a_while() {
         A.dealloc(p, second);
     }
 }
+
+/// Large slots that a thread kept on its slab's private list when it ended
+/// (no sweep hands them over) are reused by the next thread that runs dry
+/// of their class: the slab is marked as holding freed large slots of the
+/// class when the thread gives it up (no push ever did).
+#[test]
+#[cfg_attr(miri, ignore = "large slots do not exist under Miri's geometry")]
+fn large_slots_an_ended_thread_kept_privately_are_reused() {
+    use smalloc::layout::{size_class, slab_of, slot_size};
+    // Nothing hands the private list over to the shared one.
+    smalloc::set_purge_delay(std::time::Duration::ZERO);
+    let size = 100_000;
+    let l = Layout::from_size_align(size, 8).unwrap();
+    // As many as the private list keeps.
+    let n = smalloc::hooks::PRIVATE_LARGE_BYTES / slot_size(size_class(size, 8));
+    assert!(n >= 2, "{n} slots kept");
+    // SAFETY: every block is freed once, with its layout, and written only
+    // within it.
+    unsafe {
+        // This thread owns a slab, so the other one gets another.
+        let own = A.alloc(Layout::from_size_align(64, 8).unwrap());
+        let freed: Vec<usize> = thread::spawn(move || {
+            let blocks: Vec<*mut u8> = (0..n).map(|_| A.alloc(l)).collect();
+            let addrs = blocks.iter().map(|p| p.addr()).collect();
+            for &p in &blocks {
+                A.dealloc(p, l);
+            }
+            addrs
+        })
+        .join()
+        .unwrap();
+        assert_ne!(slab_of(freed[0]), slab_of(own.addr()), "one slab");
+        let mine: Vec<*mut u8> = (0..n).map(|_| A.alloc(l)).collect();
+        for (i, &p) in mine.iter().enumerate() {
+            fill(p, size, i as u64);
+        }
+        for (i, &p) in mine.iter().enumerate() {
+            assert_eq!(check(p, size, i as u64), Ok(()), "block {i}");
+        }
+        let reused = mine.iter().filter(|p| freed.contains(&p.addr())).count();
+        assert_eq!(reused, n, "only {reused} of {n} freed slots reused");
+        for p in mine {
+            A.dealloc(p, l);
+        }
+        A.dealloc(own, Layout::from_size_align(64, 8).unwrap());
+    }
+}

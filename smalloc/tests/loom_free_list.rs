@@ -8,9 +8,12 @@
 //! giving a span back (`smalloc::spans`) while others pop and take spans;
 //! and an owner holding another slab's slot (`held`): sent home or handed
 //! out again while that slab's owner takes its shared list, inherited with
-//! the holder's slab by its next owner; and a guest cell (`guest`, the real
+//! the holder's slab by its next owner; a guest cell (`guest`, the real
 //! operations) emptied by a trim while its thread holds and takes a slot
-//! or a chain of them, or empties it at its end.
+//! or a chain of them, or empties it at its end; and the hint of which
+//! slabs may hold freed large slots (`large_freed`, the real operations)
+//! cleared by a search that found nothing while a slot is freed or an
+//! owner leaves its private list behind.
 //!
 //! RUSTFLAGS="--cfg loom" cargo test -p smalloc --release --test loom_free_list
 //!
@@ -29,7 +32,9 @@
 //!   taken by a load and a store), a slot handed out twice in the span
 //!   test; with `--cfg smalloc_blind_guest_empty` (a guest cell emptied by
 //!   a load and a store), a slot handed out twice in the first guest test
-//!   and one lost in the guest chain's.
+//!   and one lost in the guest chain's; with `--cfg
+//!   smalloc_blind_hint_clear` (a search clears the hint without looking
+//!   again), a freed slot without its hint in both hint tests.
 
 #![cfg(loom)]
 
@@ -40,6 +45,7 @@ use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use loom::thread;
 use smalloc::free_list::{self, FlhCell, LinkCell, LinkStore, Pop};
 use smalloc::guest;
+use smalloc::large_freed;
 use smalloc::nudge::{self, EntryCell};
 use smalloc::ownership::{self, SetCell};
 use smalloc::private_list::{self, HeadCell};
@@ -978,4 +984,144 @@ fn a_guest_ends_while_a_trim_empties_its_cell() {
 )]
 fn a_guest_ends_with_a_chain_while_a_trim_empties_its_cell() {
     a_guest_ending_against_a_trim(true);
+}
+
+/// A slab's bit in the hint of which slabs may hold freed large slots
+/// (`smalloc::large_freed`, the real operations), bit 1 of its own word.
+struct Hint(Set);
+
+impl Hint {
+    fn new() -> Arc<Hint> {
+        Arc::new(Hint(Set(AtomicUsize::new(0))))
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.0.load(Ordering::Relaxed) & 1 != 0
+    }
+
+    /// A free onto the shared list, marking it if the list was empty (as
+    /// `cold_path::dealloc_large_shared` does).
+    fn free(&self, slab: &Slab, l: u32) {
+        // SAFETY: the caller owns slot `l`.
+        let p = unsafe { free_list::push(&slab.flh, &slab.links.0[l as usize - 1], l) };
+        if p.onto_empty {
+            large_freed::mark_in(&self.0, 1);
+        }
+    }
+
+    /// The owner gives the slab up, marking it if its private list holds
+    /// slots (as `home_slab::release_owned` does).
+    fn leave(&self, slab: &Slab) {
+        let head = slab.head.get();
+        slab.release();
+        if head != 0 {
+            large_freed::mark_in(&self.0, 1);
+        }
+    }
+
+    /// A search for a freed slot on the slab, as `cold_path::find_freed`'s
+    /// for large slots when the bit is set: its shared list, its private
+    /// list under a short claim if nobody owns it (marking it again if
+    /// slots are left), else the clear and the second look.
+    fn search(&self, slab: &Slab) -> Option<u32> {
+        if !self.is_set() {
+            return None;
+        }
+        if let Some(l) = slab.pop_shared() {
+            return Some(l);
+        }
+        // Relaxed: a hint; the claim decides.
+        if slab.owned.0.load(Ordering::Relaxed) & 1 == 0 && slab.claim() {
+            // SAFETY: we own the slab until the release.
+            let got = unsafe { private_list::pop(&slab.head, &slab.links) };
+            self.leave(slab);
+            if got.is_some() {
+                return got;
+            }
+        }
+        large_freed::found_none_in(&self.0, 1, &slab.flh, || {
+            // Relaxed: as `large_freed::found_none`.
+            slab.owned.0.load(Ordering::Relaxed) & 1 == 0 && slab.head.get() != 0
+        });
+        None
+    }
+
+    /// The invariant: a list a search may take from that holds a slot has
+    /// the bit set.
+    fn check(&self, slab: &Slab) {
+        let shared = slab.flh.load(Ordering::Relaxed) as u32 != 0;
+        let unowned_private = slab.owned.0.load(Ordering::Relaxed) & 1 == 0 && slab.head.get() != 0;
+        assert!(
+            !(shared || unowned_private) || self.is_set(),
+            "a freed slot without its hint"
+        );
+    }
+}
+
+/// A slab of `n` slots, all handed out, and its hint clear.
+fn hint_scene(n: u32) -> (Arc<Slab>, Vec<u32>, Arc<Hint>) {
+    let slab = Slab::new(n);
+    let slots = (0..n).map(|_| slab.pop_shared().unwrap()).collect();
+    (slab, slots, Hint::new())
+}
+
+/// One thread frees two slots onto a slab's shared list while another
+/// searches it twice (taking what it finds). Built with `--cfg
+/// smalloc_blind_hint_clear` (no second look after the clear) a search that
+/// found the list empty clears the bit the first free just set.
+#[test]
+#[cfg_attr(
+    smalloc_blind_hint_clear,
+    should_panic(expected = "a freed slot without its hint")
+)]
+fn a_search_that_finds_nothing_never_hides_a_slot_freed_meanwhile() {
+    model(|| {
+        let (slab, slots, hint) = hint_scene(2);
+        let (s1, h1) = (slab.clone(), hint.clone());
+        let freer = thread::spawn(move || {
+            for l in slots {
+                h1.free(&s1, l);
+            }
+        });
+        // The bit may be set by then: the search runs as if it were.
+        hint.0.0.fetch_or(1, Ordering::Relaxed);
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.extend(hint.search(&slab));
+        }
+        freer.join().unwrap();
+        hint.check(&slab);
+        check_conservation(&slab, vec![got]);
+    });
+}
+
+/// An owner frees two slots onto its private list and gives the slab up,
+/// while another thread searches it twice (borrowing what it finds). Built
+/// with `--cfg smalloc_blind_hint_clear` a search that found the slab
+/// owned clears the bit the owner set as it left.
+#[test]
+#[cfg_attr(
+    smalloc_blind_hint_clear,
+    should_panic(expected = "a freed slot without its hint")
+)]
+fn a_search_that_finds_nothing_never_hides_what_an_owner_left() {
+    model(|| {
+        let (slab, slots, hint) = hint_scene(2);
+        assert!(slab.claim());
+        let (s1, h1) = (slab.clone(), hint.clone());
+        let owner = thread::spawn(move || {
+            for l in slots {
+                s1.free_owned(l);
+            }
+            h1.leave(&s1);
+        });
+        hint.0.0.fetch_or(1, Ordering::Relaxed);
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.extend(hint.search(&slab));
+        }
+        owner.join().unwrap();
+        hint.check(&slab);
+        check_conservation(&slab, vec![got]);
+    });
 }

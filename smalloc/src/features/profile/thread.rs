@@ -237,13 +237,14 @@ impl Record {
                 let addr = p.addr();
                 // SAFETY: the record held the slot, free and not on any list;
                 // its link cell is its first four bytes.
-                unsafe {
+                let p = unsafe {
                     free_list::push(
                         &shared(layout::slab_addr_of(addr), sc).flh,
                         &SlotLink::of(addr),
                         layout::link_of(addr),
                     )
                 };
+                crate::large_freed::pushed(layout::slab_of(addr), sc, p.onto_empty);
             }
         }
     }
