@@ -88,7 +88,7 @@ run_tsan() {
         CARGO_UNSTABLE_BUILD_STD=std \
         cargo +nightly nextest run --target x86_64-unknown-linux-gnu -p smalloc \
         --target-dir "$T/tsan" --no-fail-fast \
-        -E 'binary(threads) | binary(first_alloc_race) | binary(shadow_model) | binary(ownership) | binary(held) | binary(guest) | (binary(purge) & !test(fork))'
+        -E 'binary(threads) | binary(first_alloc_race) | binary(shadow_model) | binary(ownership) | binary(held) | binary(guest) | binary(cross_slab_reuse) | (binary(purge) & !test(fork))'
 }
 
 # The fuzz targets, and the cargo-fuzz options of each (docs/verification.md):
