@@ -1065,33 +1065,44 @@ fn hint_scene(n: u32) -> (Arc<Slab>, Vec<u32>, Arc<Hint>) {
     (slab, slots, Hint::new())
 }
 
+/// A slab of two slots, both handed out, and its hint clear: `other`, on
+/// its own thread, gives the slots back (with the slab claimed for it first
+/// if `owned`), while this thread searches the slab twice as if its bit were
+/// set (it may be by then), taking what it finds. Afterwards the hint's
+/// invariant holds and every slot is accounted for.
+fn two_searches_against(owned: bool, other: fn(&Slab, &Hint, Vec<u32>)) {
+    model(move || {
+        let (slab, slots, hint) = hint_scene(2);
+        if owned {
+            assert!(slab.claim());
+        }
+        let (s1, h1) = (slab.clone(), hint.clone());
+        let t = thread::spawn(move || other(&s1, &h1, slots));
+        hint.0.0.fetch_or(1, Ordering::Relaxed);
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.extend(hint.search(&slab));
+        }
+        t.join().unwrap();
+        hint.check(&slab);
+        check_conservation(&slab, vec![got]);
+    });
+}
+
 /// One thread frees two slots onto a slab's shared list while another
-/// searches it twice (taking what it finds). Built with `--cfg
-/// smalloc_blind_hint_clear` (no second look after the clear) a search that
-/// found the list empty clears the bit the first free just set.
+/// searches it twice. Built with `--cfg smalloc_blind_hint_clear` (no
+/// second look after the clear) a search that found the list empty clears
+/// the bit the first free just set.
 #[test]
 #[cfg_attr(
     smalloc_blind_hint_clear,
     should_panic(expected = "a freed slot without its hint")
 )]
 fn a_search_that_finds_nothing_never_hides_a_slot_freed_meanwhile() {
-    model(|| {
-        let (slab, slots, hint) = hint_scene(2);
-        let (s1, h1) = (slab.clone(), hint.clone());
-        let freer = thread::spawn(move || {
-            for l in slots {
-                h1.free(&s1, l);
-            }
-        });
-        // The bit may be set by then: the search runs as if it were.
-        hint.0.0.fetch_or(1, Ordering::Relaxed);
-        let mut got = Vec::new();
-        for _ in 0..2 {
-            got.extend(hint.search(&slab));
+    two_searches_against(false, |slab, hint, slots| {
+        for l in slots {
+            hint.free(slab, l);
         }
-        freer.join().unwrap();
-        hint.check(&slab);
-        check_conservation(&slab, vec![got]);
     });
 }
 
@@ -1105,23 +1116,10 @@ fn a_search_that_finds_nothing_never_hides_a_slot_freed_meanwhile() {
     should_panic(expected = "a freed slot without its hint")
 )]
 fn a_search_that_finds_nothing_never_hides_what_an_owner_left() {
-    model(|| {
-        let (slab, slots, hint) = hint_scene(2);
-        assert!(slab.claim());
-        let (s1, h1) = (slab.clone(), hint.clone());
-        let owner = thread::spawn(move || {
-            for l in slots {
-                s1.free_owned(l);
-            }
-            h1.leave(&s1);
-        });
-        hint.0.0.fetch_or(1, Ordering::Relaxed);
-        let mut got = Vec::new();
-        for _ in 0..2 {
-            got.extend(hint.search(&slab));
+    two_searches_against(true, |slab, hint, slots| {
+        for l in slots {
+            slab.free_owned(l);
         }
-        owner.join().unwrap();
-        hint.check(&slab);
-        check_conservation(&slab, vec![got]);
+        hint.leave(slab);
     });
 }
