@@ -882,22 +882,62 @@ unsafe fn owner_keeps(addr: usize, sc: u32, cell: &SlotLink) -> bool {
         let count = tables(block).large_count(sc);
         // Relaxed: only the owner touches the count (see private_list).
         let n = count.load(Ordering::Relaxed);
-        let keeps = keeps_large(sc, n);
-        if keeps {
-            // SAFETY: the caller owns the slot and the thread the slab; the
-            // slot belongs to this list's region.
-            unsafe {
-                private_list::push(tables(block).large_head(sc), cell, layout::link_of(addr))
-            };
-            count.store(n + 1, Ordering::Relaxed);
+        if !keeps_large(sc, n) {
+            // SAFETY: the caller owns the slot and the thread the slab.
+            unsafe { keep_lower_or_share(addr, sc) };
+            return true;
         }
-        keeps
+        // SAFETY: the caller owns the slot and the thread the slab; the
+        // slot belongs to this list's region.
+        unsafe { private_list::push(tables(block).large_head(sc), cell, layout::link_of(addr)) };
+        count.store(n + 1, Ordering::Relaxed);
+        true
     };
     if kept {
         purge::owner_tick(slab_addr);
         purge::cold_tick_freed();
     }
     kept
+}
+
+/// [`owner_keeps`] of a large slot at `addr` when the owner's private list
+/// of its class is full: the slot goes to the shared list, unless the
+/// private list's first slot lies above it; then the freed slot takes its
+/// place and the first goes instead. So the lowest freed slot is taken
+/// first, and buffers that live together take the same slots each time,
+/// not each other's, whose pages other uses touched further
+/// (docs/decisions.md, "The lower freed large slot first").
+///
+/// # Safety
+/// The thread owns the slot's slab; the caller owns the slot, which is on
+/// no list.
+#[inline(never)]
+unsafe fn keep_lower_or_share(addr: usize, sc: u32) {
+    let slab_addr = layout::slab_addr_of(addr);
+    let head = tables(metadata::private_block(slab_addr)).large_head(sc);
+    let link = layout::link_of(addr);
+    let links = RegionLinks {
+        region: layout::region_addr(slab_addr, sc),
+    };
+    // Link cells made here: a reference passed in would give every cold
+    // free a stack frame.
+    let up = if private_list::HeadCell::get(head) > link {
+        // SAFETY: the thread owns the slab and the list is not empty; the
+        // links are its region's. The caller owns the freed slot, of this
+        // region.
+        let first = unsafe {
+            let first = private_list::pop(head, &links).unwrap_or_default();
+            private_list::push(head, &SlotLink::of(addr), link);
+            first
+        };
+        purge::owner_tick(slab_addr);
+        slot(slab_addr, sc, first, false).ptr.addr()
+    } else {
+        addr
+    };
+    // SAFETY: the caller owned the slot at `addr`; the one at `up` is it or
+    // left the private list: the thread owns it, free and on no list.
+    unsafe { dealloc_large_shared(up, sc, SlotLink::of(up)) };
 }
 
 /// [`dealloc`] onto the shared list of the slot's (slab, size class); from

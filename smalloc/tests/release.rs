@@ -121,6 +121,44 @@ fn a_large_request_reuses_a_freed_larger_slot_before_new_memory() {
 }
 
 #[test]
+fn buffers_that_live_together_take_the_same_slots_each_round() {
+    // Two buffers of the 8 MiB class live together each round: the first
+    // writes all its bytes, the second only its first page, and the higher
+    // one is freed first. Each round they must take the slots they took
+    // before (the lower freed one first), so the second slot never gets
+    // the first buffer's pages resident as well.
+    let size = 6 * MIB;
+    let start = rss_bytes();
+    let mut first: Option<(*mut u8, *mut u8)> = None;
+    for round in 0..4u64 {
+        let a = alloc_filled(1, size, 20 + round)[0];
+        // SAFETY: a non-zero layout.
+        let b = unsafe { A.alloc(layout(size)) };
+        assert!(!b.is_null());
+        // SAFETY: `b` has at least a page.
+        unsafe { fill(b, PAGE, 30 + round) };
+        let (a0, b0) = *first.get_or_insert((a, b));
+        assert!(a0 < b0, "never-used slots are taken upwards");
+        assert_eq!(
+            (a, b),
+            (a0, b0),
+            "round {round}: each buffer took its own slot again"
+        );
+        // SAFETY: live blocks, filled above.
+        unsafe {
+            assert_eq!(check(a, size, 20 + round), Ok(()));
+            assert_eq!(check(b, PAGE, 30 + round), Ok(()));
+        }
+        free_all(&[b, a], size);
+    }
+    let grew = rss_bytes().saturating_sub(start);
+    assert!(
+        grew < size + 2 * MIB,
+        "{grew} bytes resident: the second slot got the first buffer's pages"
+    );
+}
+
+#[test]
 fn realloc_across_large_classes_keeps_contents() {
     let mut size = 64 * 1024;
     // SAFETY: a non-zero layout.
