@@ -921,15 +921,14 @@ unsafe fn keep_lower_or_share(addr: usize, sc: u32) {
     };
     // Link cells made here: a reference passed in would give every cold
     // free a stack frame.
-    let up = if private_list::HeadCell::get(head) > link {
-        // SAFETY: the thread owns the slab and the list is not empty; the
-        // links are its region's. The caller owns the freed slot, of this
-        // region.
-        let first = unsafe {
-            let first = private_list::pop(head, &links).unwrap_or_default();
+    let first = private_list::HeadCell::get(head);
+    let up = if first > link {
+        // SAFETY: the thread owns the slab; the links are its region's. The
+        // caller owns the freed slot, of this region.
+        unsafe {
+            private_list::pop(head, &links);
             private_list::push(head, &SlotLink::of(addr), link);
-            first
-        };
+        }
         purge::owner_tick(slab_addr);
         slot(slab_addr, sc, first, false).ptr.addr()
     } else {
