@@ -1,8 +1,8 @@
 //! Freed slots of the release size (64 MiB) and more give their pages (but
 //! the first) back to the kernel at once; smaller ones keep theirs for
-//! reuse; a large request reuses a freed slot of a slightly larger size
-//! class before it touches new memory; contents and zeroing stay right
-//! throughout.
+//! reuse, the lower freed slot first; a large request reuses a freed slot
+//! of a slightly larger size class before it touches new memory; contents
+//! and zeroing stay right throughout.
 
 #![cfg(not(miri))] // madvise and /proc
 
