@@ -128,17 +128,19 @@ unsafe impl GlobalAlloc for Smalloc {
             // SAFETY: a slot; the caller owns it and `new_size` is not zero.
             unsafe { grow::realloc_slot(p, Some(old_size), new_size, align, big::alloc) }
         } else if new_sc <= geometry::largest_sc() {
-            // From a mapping down to a slot: a block that slots serve lives
-            // in one.
+            // From a mapping into a slot: a block that slots serve lives in
+            // one. The mapping may be smaller than `new_size` (made when
+            // the slots were used up).
             let q = hot_path::alloc(new_sc, Request::new(new_size)).ptr;
             if q.is_null() {
                 // No slot of that class left: the mapping shrinks in place.
                 // SAFETY: `p` is a big allocation of `old_size` and `align`.
                 return unsafe { big::realloc(p, old_size, align, new_size) };
             }
-            // SAFETY: `new_size < old_size`; both are ours.
+            // SAFETY: both are ours, distinct, and hold at least the
+            // smaller size.
             unsafe {
-                ptr::copy_nonoverlapping(p, q, new_size);
+                ptr::copy_nonoverlapping(p, q, old_size.min(new_size));
                 big::dealloc(p, old_size);
             }
             q

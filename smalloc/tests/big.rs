@@ -1,12 +1,12 @@
-//! Requests above the largest slot (or more aligned than it) are served by
-//! their own mappings: alloc, contents, realloc (grow, shrink, back into a
-//! slot), alloc_zeroed, dealloc.
+//! Requests above the largest slot (or more aligned than it), and requests
+//! whose slots are used up, are served by their own mappings: alloc,
+//! contents, realloc (grow, shrink, into a slot), alloc_zeroed, dealloc.
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use devutils::{check_sparse, fill_sparse, rss_bytes};
+use devutils::{check, check_sparse, fill, fill_sparse, rss_bytes};
 use smalloc::Smalloc;
-use smalloc::layout::MAX_SLOT_SIZE;
+use smalloc::layout::{MAX_SLOT_SIZE, THREAD_SLABS, num_slots, sc_of, slot_size};
 
 static A: Smalloc = Smalloc::new();
 
@@ -114,4 +114,83 @@ fn impossible_requests_return_null() {
     let l = Layout::from_size_align(1 << 60, 1 << 40).unwrap();
     // SAFETY: pointers passed to the allocator came from it with this layout and are live; layouts are non-zero; accesses stay inside blocks.
     assert!(unsafe { A.alloc(l) }.is_null());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "thousands of commits and a guard mapping")]
+fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
+    // On demand the largest slot is 32 MiB (8 MiB in the valgrind build):
+    // using up its class costs commits, not memory.
+    // SAFETY: the test's only thread sets it before the first allocation.
+    unsafe { std::env::set_var("SMALLOC_RESERVE", "0") };
+    let one = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let first = unsafe { A.alloc(one) };
+    assert!(A.owns_slot(first));
+    let top = smalloc::raw::largest_sc();
+    let size = slot_size(top);
+    let full = Layout::from_size_align(size, 8).unwrap();
+    let slots: Vec<_> = (0..num_slots(top) as usize * THREAD_SLABS)
+        // SAFETY: a non-zero layout.
+        .map(|_| unsafe { A.alloc(full) })
+        .collect();
+    assert!(
+        slots
+            .iter()
+            .all(|&p| A.owns_slot(p) && sc_of(p.addr()) == top)
+    );
+
+    // The class is used up: a block of it gets a mapping, smaller than
+    // the slot it will grow into.
+    let small = Layout::from_size_align(size / 2 + 1, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let m = unsafe { A.alloc(small) };
+    assert!(!m.is_null() && !A.owns_slot(m));
+    // SAFETY: a live block of `small.size()` bytes.
+    unsafe { fill(m, small.size(), 9) };
+    // A guard right after the mapping, where the address is free, turns a
+    // read past it into a fault (memcheck reports it anyway).
+    let page = smalloc::raw::page_size();
+    let end = (m.addr() + small.size()).next_multiple_of(page);
+    // SAFETY: a new inaccessible page at a free address, or nothing.
+    let guard = unsafe {
+        libc::mmap(
+            end as *mut libc::c_void,
+            page,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+
+    // A slot comes free; the mapping grows into it. Under valgrind a freed
+    // slot waits behind 1,024 later frees (the quarantine) first.
+    // SAFETY: a non-zero layout.
+    let later: Vec<_> = (0..2048).map(|_| unsafe { A.alloc(one) }).collect();
+    // SAFETY: a live slot of `full`, then live blocks of `one`.
+    unsafe {
+        A.dealloc(slots[7], full);
+        later.into_iter().for_each(|p| A.dealloc(p, one));
+    }
+    // SAFETY: `m` is live with `small`; the new size is non-zero.
+    let q = unsafe { A.realloc(m, small, size) };
+    assert_eq!(q, slots[7], "into the freed slot");
+    // SAFETY: a live block of `size` bytes, of which the first
+    // `small.size()` came from `m`.
+    assert_eq!(unsafe { check(q, small.size(), 9) }, Ok(()));
+    if guard != libc::MAP_FAILED {
+        // SAFETY: the guard page mapped above.
+        unsafe { libc::munmap(guard, page) };
+    }
+    // SAFETY: live blocks of these layouts.
+    unsafe {
+        A.dealloc(q, full);
+        for (i, &p) in slots.iter().enumerate() {
+            if i != 7 {
+                A.dealloc(p, full);
+            }
+        }
+        A.dealloc(first, one);
+    }
 }
