@@ -1,10 +1,11 @@
 //! Requests above the largest slot (or more aligned than it), and requests
 //! whose slots are used up, are served by their own mappings: alloc,
-//! contents, realloc (grow, shrink, into a slot), alloc_zeroed, dealloc.
+//! contents, realloc (grow, shrink, into a slot and out of one, also in
+//! random sequences with the largest class scarce), alloc_zeroed, dealloc.
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use devutils::{check, check_sparse, fill, fill_sparse, rss_bytes};
+use devutils::{Rng, check, check_sparse, fill, fill_sparse, rss_bytes};
 use smalloc::Smalloc;
 use smalloc::layout::{MAX_SLOT_SIZE, THREAD_SLABS, num_slots, sc_of, slot_size};
 
@@ -164,15 +165,10 @@ fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
         )
     };
 
-    // A slot comes free; the mapping grows into it. Under valgrind a freed
-    // slot waits behind 1,024 later frees (the quarantine) first.
-    // SAFETY: a non-zero layout.
-    let later: Vec<_> = (0..2048).map(|_| unsafe { A.alloc(one) }).collect();
-    // SAFETY: a live slot of `full`, then live blocks of `one`.
-    unsafe {
-        A.dealloc(slots[7], full);
-        later.into_iter().for_each(|p| A.dealloc(p, one));
-    }
+    // A slot comes free; the mapping grows into it.
+    // SAFETY: a live slot of `full`.
+    unsafe { A.dealloc(slots[7], full) };
+    past_the_quarantine();
     // SAFETY: `m` is live with `small`; the new size is non-zero.
     let q = unsafe { A.realloc(m, small, size) };
     assert_eq!(q, slots[7], "into the freed slot");
@@ -190,6 +186,166 @@ fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
             if i != 7 {
                 A.dealloc(p, full);
             }
+        }
+        A.dealloc(first, one);
+    }
+}
+
+/// Under valgrind a freed slot waits behind 1,024 later frees (the
+/// quarantine) before it is reused: as many frees of small blocks.
+fn past_the_quarantine() {
+    let l = Layout::from_size_align(16, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let blocks: Vec<_> = (0..1100).map(|_| unsafe { A.alloc(l) }).collect();
+    // SAFETY: live blocks of `l`.
+    blocks.into_iter().for_each(|p| unsafe { A.dealloc(p, l) });
+}
+
+/// Writes the pattern of `tag` at every 4096th byte of `len` bytes at `p`
+/// and over its last 64: checkable at any shorter length.
+///
+/// # Safety
+/// `p..p+len` is writable.
+unsafe fn mark(p: *mut u8, len: usize, tag: u64) {
+    for i in (0..len).step_by(4096).chain(len.saturating_sub(64)..len) {
+        // SAFETY: `i < len`.
+        unsafe { p.add(i).write(devutils::pattern(tag, i)) };
+    }
+}
+
+/// Checks what [`mark`] wrote over `filled` bytes, in the first `len`.
+///
+/// # Safety
+/// `p..p+len` is readable; `len <= filled`.
+unsafe fn marked(p: *const u8, len: usize, filled: usize, tag: u64) -> bool {
+    let tail = if len == filled {
+        len.saturating_sub(64)
+    } else {
+        len
+    };
+    (0..len)
+        .step_by(4096)
+        .chain(tail..len)
+        // SAFETY: `i < len`.
+        .all(|i| unsafe { p.add(i).read() } == devutils::pattern(tag, i))
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "thousands of commits and tens of MiB per block")]
+fn random_sequences_across_the_largest_slot_with_its_class_scarce() {
+    // On demand, as above; the largest class used up but for a few slots
+    // that come and go, so blocks move between slots and mappings both
+    // ways, growing and shrinking.
+    // SAFETY: the test's only thread sets it before the first allocation.
+    unsafe { std::env::set_var("SMALLOC_RESERVE", "0") };
+    let one = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let first = unsafe { A.alloc(one) };
+    let top = smalloc::raw::largest_sc();
+    let size = slot_size(top);
+    let full = Layout::from_size_align(size, 8).unwrap();
+    let mut held: Vec<_> = (0..num_slots(top) as usize * THREAD_SLABS)
+        // SAFETY: a non-zero layout.
+        .map(|_| unsafe { A.alloc(full) })
+        .collect();
+    assert!(held.iter().all(|&p| A.owns_slot(p)));
+    let mut rng = Rng::new(7);
+    let mut live: Vec<(*mut u8, usize, u64)> = Vec::new();
+    let (mut into_slots, mut grown_into_slots, mut into_mappings) = (0, 0, 0);
+    for i in 0..600u64 {
+        if i % 8 == 0 {
+            // Use the class up again, then free up to two of its slots.
+            loop {
+                // SAFETY: a non-zero layout.
+                let p = unsafe { A.alloc(full) };
+                assert!(!p.is_null());
+                if !A.owns_slot(p) {
+                    // SAFETY: just allocated with `full`.
+                    unsafe { A.dealloc(p, full) };
+                    break;
+                }
+                held.push(p);
+            }
+            for p in held.split_off(held.len().saturating_sub(rng.below(3) as usize)) {
+                // SAFETY: a live slot of `full`.
+                unsafe { A.dealloc(p, full) };
+            }
+            past_the_quarantine();
+        }
+        // New blocks below the largest class or above the largest slot;
+        // reallocations half into the largest class, where a mapping may
+        // grow into a slot.
+        let new_size = if rng.chance(1, 2) {
+            rng.range(size as u64 / 2 + 1, size as u64) as usize
+        } else {
+            rng.log_size(size / 4, size * 2)
+        };
+        let fresh_size = if rng.chance(1, 2) {
+            rng.log_size(size / 4, size / 2)
+        } else {
+            rng.log_size(size + 1, size * 2)
+        };
+        match rng.below(3) {
+            0 if live.len() < 8 => {
+                let l = Layout::from_size_align(fresh_size, 8).unwrap();
+                // SAFETY: a non-zero layout.
+                let p = unsafe { A.alloc(l) };
+                assert!(!p.is_null());
+                // SAFETY: a live block of `fresh_size` bytes.
+                unsafe { mark(p, fresh_size, i) };
+                live.push((p, fresh_size, i));
+            }
+            0 | 1 if !live.is_empty() => {
+                let (p, n, tag) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                // SAFETY: a live block of `n` bytes, marked with `tag`.
+                assert!(unsafe { marked(p, n, n, tag) });
+                // SAFETY: as above.
+                unsafe { A.dealloc(p, Layout::from_size_align(n, 8).unwrap()) };
+            }
+            _ if !live.is_empty() => {
+                // Half the time, a mapping of the largest class grows
+                // within it, where a slot may have come free.
+                let in_top = |&(p, n, _): &(*mut u8, usize, u64)| !A.owns_slot(p) && n < size;
+                let (k, new_size) = match live.iter().position(in_top) {
+                    Some(k) if rng.chance(1, 2) => {
+                        (k, rng.range(live[k].1 as u64 + 1, size as u64) as usize)
+                    }
+                    _ => (rng.below(live.len() as u64) as usize, new_size),
+                };
+                let (p, n, tag) = live[k];
+                let was_slot = A.owns_slot(p);
+                // SAFETY: a live block of `n` bytes; a non-zero new size.
+                let q = unsafe { A.realloc(p, Layout::from_size_align(n, 8).unwrap(), new_size) };
+                assert!(!q.is_null());
+                match (was_slot, A.owns_slot(q)) {
+                    (false, true) if n < new_size => grown_into_slots += 1,
+                    (false, true) => into_slots += 1,
+                    (true, false) => into_mappings += 1,
+                    _ => {}
+                }
+                let kept = n.min(new_size);
+                // SAFETY: a live block of `new_size` bytes, whose first
+                // `kept` came from the old one.
+                assert!(unsafe { marked(q, kept, n, tag) }, "{n} -> {new_size}");
+                // SAFETY: as above.
+                unsafe { mark(q, new_size, i) };
+                live[k] = (q, new_size, i);
+            }
+            _ => {}
+        }
+    }
+    eprintln!(
+        "{into_slots} mappings shrank into slots, {grown_into_slots} grew into slots, {into_mappings} slots moved into mappings"
+    );
+    assert!(into_slots >= 5 && grown_into_slots >= 3 && into_mappings >= 5);
+    // SAFETY: live blocks of these layouts.
+    unsafe {
+        for (p, n, tag) in live {
+            assert!(marked(p, n, n, tag));
+            A.dealloc(p, Layout::from_size_align(n, 8).unwrap());
+        }
+        for p in held {
+            A.dealloc(p, full);
         }
         A.dealloc(first, one);
     }
