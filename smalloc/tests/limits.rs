@@ -379,3 +379,23 @@ fn giving_the_reservation_up_while_threads_allocate_loses_no_block() {
     check_and_free(live);
     check_on_demand(Why::GivenUp);
 }
+
+#[test]
+fn a_block_in_a_slot_above_the_on_demand_ones_shrinks_into_a_mapping() {
+    // A 300 MiB block takes a 512 MiB slot; once the reservation is given
+    // up, new blocks above 32 MiB get mappings. Shrunk to 40 MiB (an
+    // eighth of its slot or less: it moves), it gets one, holding its
+    // first 40 MiB.
+    let (old, new) = (300 * MIB, 40 * MIB);
+    let p = alloc(old);
+    assert!(A.owns_slot(p));
+    // SAFETY: a live block of `old` bytes.
+    unsafe { fill(p, new, 3) };
+    assert!(smalloc::map_on_demand());
+    // SAFETY: `p` is live with `layout(old)`; a non-zero new size.
+    let q = unsafe { A.realloc(p, layout(old), new) };
+    assert!(!q.is_null() && !A.owns_slot(q));
+    // SAFETY: a live block of `new` bytes.
+    assert_eq!(unsafe { check(q, new, 3) }, Ok(()));
+    free(q, new);
+}

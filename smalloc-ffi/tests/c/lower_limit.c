@@ -1,7 +1,9 @@
 /* A program that lowers its own address-space limit after the library made
  * its reservation (as Python's resource.setrlimit(RLIMIT_AS, ...) does):
- * blocks allocated before keep their contents, and after the call a thread
- * starts, a library loads, and small and big blocks come. Prints "lower ok". */
+ * blocks allocated before keep their contents (a block in a slot larger
+ * than those new blocks get then shrinks into a mapping of its own), and
+ * after the call a thread starts, a library loads, and small and big
+ * blocks come. Prints "lower ok". */
 #include <pthread.h>
 #include <sys/resource.h>
 
@@ -26,6 +28,11 @@ int main(void) {
         CHECK(blocks[i] != NULL);
         memset(blocks[i], (int)(i & 0xff), n);
     }
+    /* A 512 MiB slot, of which the first 40 MiB are written. */
+    size_t huge = 300ul << 20, kept = 40ul << 20;
+    char *h = malloc(huge);
+    CHECK(h != NULL);
+    memset(h, 0x3c, kept);
     struct rlimit lim = {1ul << 31, RLIM_INFINITY};
     CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
     struct rlimit now;
@@ -34,6 +41,12 @@ int main(void) {
     CHECK(pthread_create(&t, NULL, thread_main, (void *)(size_t)(1 << 20)) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(dlopen("libm.so.6", RTLD_NOW) != NULL);
+    h = realloc(h, kept);
+    CHECK(h != NULL);
+    for (size_t k = 0; k < kept; k += 4093)
+        CHECK(h[k] == 0x3c);
+    CHECK(h[kept - 1] == 0x3c);
+    free(h);
     char *big = malloc(100 << 20);
     CHECK(big != NULL);
     memset(big, 1, 100 << 20);
