@@ -163,8 +163,7 @@ pub unsafe fn realloc_slot(
         return p;
     }
     let (q, keep) = if new_sc > crate::geometry::largest_sc() {
-        // Shrinking too, from a slot above those new blocks get (the
-        // reservation given up after it was handed out).
+        // Also a shrink, out of a slot above those new blocks get now.
         (big(new_size, align), old.min(new_size))
     } else if new_sc > cur_sc {
         let q = hot_path::alloc(target_sc(old, new_size, new_sc), req).ptr;

@@ -128,12 +128,11 @@ unsafe impl GlobalAlloc for Smalloc {
             // SAFETY: a slot; the caller owns it and `new_size` is not zero.
             unsafe { grow::realloc_slot(p, Some(old_size), new_size, align, big::alloc) }
         } else if new_sc <= geometry::largest_sc() {
-            // From a mapping into a slot: a block that slots serve lives in
-            // one. The mapping may be smaller than `new_size` (made when
-            // the slots were used up).
+            // A block that slots serve lives in one; a mapping made while
+            // they were used up may grow into one.
             let q = hot_path::alloc(new_sc, Request::new(new_size)).ptr;
             if q.is_null() {
-                // No slot of that class left: the mapping shrinks in place.
+                // No slot of that class left: the mapping is resized.
                 // SAFETY: `p` is a big allocation of `old_size` and `align`.
                 return unsafe { big::realloc(p, old_size, align, new_size) };
             }
