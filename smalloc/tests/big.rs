@@ -117,20 +117,17 @@ fn impossible_requests_return_null() {
     assert!(unsafe { A.alloc(l) }.is_null());
 }
 
-#[test]
-#[cfg_attr(miri, ignore = "thousands of commits and a guard mapping")]
-fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
-    // On demand the largest slot is 32 MiB (8 MiB in the valgrind build):
-    // using up its class costs commits, not memory.
+/// Makes the first allocation on demand, where the largest slot is 32 MiB
+/// (8 MiB in the valgrind build), and takes every slot of that class
+/// (commits, not memory): its layout and the slots.
+fn largest_class_used_up() -> (Layout, Vec<*mut u8>) {
     // SAFETY: the test's only thread sets it before the first allocation.
     unsafe { std::env::set_var("SMALLOC_RESERVE", "0") };
     let one = Layout::from_size_align(64, 8).unwrap();
-    // SAFETY: a non-zero layout.
-    let first = unsafe { A.alloc(one) };
-    assert!(A.owns_slot(first));
+    // SAFETY: a non-zero layout; the block is freed with it.
+    unsafe { A.dealloc(A.alloc(one), one) };
     let top = smalloc::raw::largest_sc();
-    let size = slot_size(top);
-    let full = Layout::from_size_align(size, 8).unwrap();
+    let full = Layout::from_size_align(slot_size(top), 8).unwrap();
     let slots: Vec<_> = (0..num_slots(top) as usize * THREAD_SLABS)
         // SAFETY: a non-zero layout.
         .map(|_| unsafe { A.alloc(full) })
@@ -140,6 +137,14 @@ fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
             .iter()
             .all(|&p| A.owns_slot(p) && sc_of(p.addr()) == top)
     );
+    (full, slots)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "thousands of commits and a guard mapping")]
+fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
+    let (full, slots) = largest_class_used_up();
+    let size = full.size();
 
     // The class is used up: a block of it gets a mapping, smaller than
     // the slot it will grow into.
@@ -187,7 +192,6 @@ fn a_mapping_grown_into_a_slot_copies_only_its_own_bytes() {
                 A.dealloc(p, full);
             }
         }
-        A.dealloc(first, one);
     }
 }
 
@@ -233,22 +237,11 @@ unsafe fn marked(p: *const u8, len: usize, filled: usize, tag: u64) -> bool {
 #[test]
 #[cfg_attr(miri, ignore = "thousands of commits and tens of MiB per block")]
 fn random_sequences_across_the_largest_slot_with_its_class_scarce() {
-    // On demand, as above; the largest class used up but for a few slots
-    // that come and go, so blocks move between slots and mappings both
-    // ways, growing and shrinking.
-    // SAFETY: the test's only thread sets it before the first allocation.
-    unsafe { std::env::set_var("SMALLOC_RESERVE", "0") };
-    let one = Layout::from_size_align(64, 8).unwrap();
-    // SAFETY: a non-zero layout.
-    let first = unsafe { A.alloc(one) };
-    let top = smalloc::raw::largest_sc();
-    let size = slot_size(top);
-    let full = Layout::from_size_align(size, 8).unwrap();
-    let mut held: Vec<_> = (0..num_slots(top) as usize * THREAD_SLABS)
-        // SAFETY: a non-zero layout.
-        .map(|_| unsafe { A.alloc(full) })
-        .collect();
-    assert!(held.iter().all(|&p| A.owns_slot(p)));
+    // The largest class used up but for a few slots that come and go, so
+    // blocks move between slots and mappings both ways, growing and
+    // shrinking.
+    let (full, mut held) = largest_class_used_up();
+    let size = full.size();
     let mut rng = Rng::new(7);
     let mut live: Vec<(*mut u8, usize, u64)> = Vec::new();
     let (mut into_slots, mut grown_into_slots, mut into_mappings) = (0, 0, 0);
@@ -347,6 +340,5 @@ fn random_sequences_across_the_largest_slot_with_its_class_scarce() {
         for p in held {
             A.dealloc(p, full);
         }
-        A.dealloc(first, one);
     }
 }
