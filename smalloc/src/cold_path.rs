@@ -916,13 +916,13 @@ unsafe fn keep_lower_or_share(addr: usize, sc: u32) {
     let slab_addr = layout::slab_addr_of(addr);
     let head = tables(metadata::private_block(slab_addr)).large_head(sc);
     let link = layout::link_of(addr);
-    let links = RegionLinks {
-        region: layout::region_addr(slab_addr, sc),
-    };
     // Link cells made here: a reference passed in would give every cold
     // free a stack frame.
     let first = private_list::HeadCell::get(head);
     let up = if first > link {
+        let links = RegionLinks {
+            region: layout::region_addr(slab_addr, sc),
+        };
         // SAFETY: the thread owns the slab; the links are its region's. The
         // caller owns the freed slot, of this region.
         unsafe {
