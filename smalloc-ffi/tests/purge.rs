@@ -354,6 +354,57 @@ fn a_program_with_one_thread_sweeps_sooner_while_it_grows() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
+/// A program with one thread frees a peak of small blocks of two sizes
+/// on its hot path (onto its private lists), then at once claims 6 MB of
+/// new memory in a third size, which it keeps, without a pause: with a
+/// purge delay of an hour no sweep comes, so only its claims give the freed
+/// slots back (their lists unchanged between two releases). It also takes
+/// and frees the same 8 blocks of the first size between claims, which
+/// leaves that private list's head as it was. After [`STATUS_C`].
+const SINGLE_PHASES: &str = r#"
+int main(void) {
+    enum { N = 6000, SIZE = 1000, SIZE2 = 120, KEPT = 60000, SMALL = 100 };
+    static char *p[N], *p2[N * 8], *q[KEPT];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(SIZE);
+        memset(p[i], 1, SIZE);
+    }
+    for (int i = 0; i < N * 8; i++) {
+        p2[i] = malloc(SIZE2);
+        memset(p2[i], 4, SIZE2);
+    }
+    long peak = status("VmRSS:");
+    for (int i = 0; i < N; i++) free(p[i]);
+    for (int i = 0; i < N * 8; i++) free(p2[i]);
+    for (int i = 0; i < KEPT; i++) {
+        if (i % 1000 == 0) {
+            for (int j = 0; j < 8; j++) {
+                p[j] = malloc(SIZE);
+                memset(p[j], 3, SIZE);
+            }
+            for (int j = 0; j < 8; j++) free(p[j]);
+        }
+        q[i] = malloc(SMALL);
+        memset(q[i], 2, SMALL);
+    }
+    /* Less what the kept blocks take. */
+    long after = status("VmRSS:") - (long)KEPT * SMALL / 1024;
+    long threads = status("Threads:");
+    printf("peak %ld after %ld threads %ld\n", peak, after, threads);
+    for (int i = 0; i < KEPT; i++) free(q[i]);
+    return !(threads == 1 && after * 2 < peak);
+}
+"#;
+
+/// [`SINGLE_PHASES`]: the freed peak goes back as the program claims new
+/// memory, long before the purge delay.
+#[test]
+fn a_program_with_one_thread_gives_back_the_sizes_it_stopped_using_as_it_grows() {
+    let exe = one_thread_program("single-phases", SINGLE_PHASES);
+    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "3600000"));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn a_program_with_one_thread_gets_no_thread_and_sweeps_on_its_frees() {
     let exe = one_thread_program("single", SINGLE);

@@ -8,8 +8,11 @@
 //! until the purge delay has passed. A program at a steady state reuses its
 //! freed slots and claims nothing, so nothing is given back under it; one
 //! that uses slots again within milliseconds of their release gets fewer
-//! releases ([`BACKOFF`]). Why, measured: docs/decisions.md ("New memory
-//! against freed large slots").
+//! releases ([`BACKOFF`]). Where one thread allocates, each release also
+//! sweeps the small classes whose lists it finds as it left them
+//! ([`purge::release_unchanged_small`]). Why, measured: docs/decisions.md
+//! ("New memory against freed large slots", "New memory against freed
+//! small slots").
 
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -78,6 +81,7 @@ fn release() {
         w - 1
     } else {
         let (_, reused) = purge::release_large(budget);
+        purge::release_unchanged_small();
         if reused > 0 {
             let level = (level + 1).min(MAX_LEVEL);
             level << 8 | ((1 << level) - 1)

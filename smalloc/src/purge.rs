@@ -933,6 +933,51 @@ pub fn release_large(budget: usize) -> (usize, u32) {
     (released, reused)
 }
 
+/// Where one thread allocates (the caller, an owner; see `pressure`): its
+/// small size classes whose private list's head, or whose shared list, is
+/// what the last such look saw are swept at once, the private list handed
+/// to the shared one first (whole pages of freed slots go back, a region
+/// whose every slot is free is reset). A program whose heap grows in new
+/// classes no longer keeps the freed slots of the classes it stopped
+/// using until the purge delay has passed. The caller holds the lock.
+/// Returns the bytes given back.
+pub fn release_unchanged_small() -> usize {
+    if !idle_passes() {
+        return 0;
+    }
+    let slab_addr = home_slab::owned_slab(home_slab::owned());
+    let slab = layout::slab_of(slab_addr);
+    let t = tables(metadata::private_block(slab_addr));
+    let mut out = Swept::default();
+    for sc in MIN_SC..LARGE_SC {
+        let head = t.head(private_index(sc));
+        // Relaxed: the owner's cell; we are its owner.
+        let first = head.load(Ordering::Relaxed);
+        // (The private record is free for small classes: only large ones
+        // use it in `release_large`.)
+        let private_same = unchanged(&record(slab, sc).private_at_release, u64::from(first));
+        let line = shared(slab_addr, sc);
+        // Relaxed: a first look; the sweep's take synchronizes.
+        let w = line.flh.load(Ordering::Relaxed);
+        let shared_same = unchanged(&record(slab, sc).shared_at_release, w);
+        let mut due = w as u32 != 0 && shared_same;
+        if first != 0 && private_same {
+            give(slab_addr, sc, head);
+            due = true;
+        }
+        if due {
+            sweep_list(slab_addr, slab, sc, true, &mut out);
+            // Relaxed: ours under the lock. The sweep's own take and push
+            // are not a use.
+            let now = line.flh.load(Ordering::Relaxed);
+            record(slab, sc)
+                .shared_at_release
+                .store(now, Ordering::Relaxed);
+        }
+    }
+    out.released
+}
+
 /// A list used again within this many milliseconds of a release that gave
 /// its pages back counts as used again soon ([`release_large`]).
 const SOON_MS: u32 = 5;
