@@ -378,11 +378,12 @@ struct ListRecord {
     /// its private list (after it handed them over where it could): a list
     /// that still reads it is untouched since.
     handed: AtomicU64,
-    /// The shared list's flh word as [`release_large`] last saw it: a list
-    /// that changed since is in use, and keeps its pages.
+    /// The shared list's flh word as [`release_large`] (or, of a small
+    /// class, [`release_unchanged_small`]) last saw it: a list that changed
+    /// since is in use, and keeps its pages.
     shared_at_release: AtomicU64,
-    /// The same of the owner's private list of large slots, its head and
-    /// count.
+    /// The same of the owner's private list: of large slots its head and
+    /// count, of small ones its head.
     private_at_release: AtomicU64,
     /// What a sweep made of [`seen`](Self::seen): [`QUIET`], [`BACKOFF`],
     /// [`SWEPT`].
@@ -953,8 +954,6 @@ pub fn release_unchanged_small() -> usize {
         let head = t.head(private_index(sc));
         // Relaxed: the owner's cell; we are its owner.
         let first = head.load(Ordering::Relaxed);
-        // (The private record is free for small classes: only large ones
-        // use it in `release_large`.)
         let private_same = unchanged(&record(slab, sc).private_at_release, u64::from(first));
         let line = shared(slab_addr, sc);
         // Relaxed: a first look; the sweep's take synchronizes.
