@@ -226,6 +226,29 @@ fn one_thread_churning_with_a_sweep_every_millisecond() {
 }
 
 #[test]
+fn one_thread_churning_with_only_its_claims_giving_back() {
+    // No sweep comes within a purge delay of an hour: the releases on the
+    // program's claims sweep the small classes it left (spans given back,
+    // regions reset; the program checks every block's contents).
+    let dir = scratch_dir("purge-single-churn-claims");
+    let exe = compile(&dir, "single_churn.c", &["-O2"]);
+    let out = run_ok(
+        preloaded(&mut target_command(&exe))
+            .env("SMALLOC_PURGE_DELAY_MS", "3600000")
+            .env("SMALLOC_STATS", "1"),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("single churn ok"));
+    let report = String::from_utf8_lossy(&out.stderr);
+    let count = |what: &str| -> u64 {
+        let line = report.lines().find(|l| l.contains(what)).expect(what);
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let swept = count("Spans of freed slots given back by purges")
+        + count("Regions reset to never-used by purges");
+    assert!(swept > 0, "no small class swept on claims:\n{report}");
+}
+
+#[test]
 fn fork_with_a_sweep_every_millisecond() {
     with_a_sweep_every_millisecond("fork.c", "fork ok");
 }
