@@ -284,6 +284,13 @@ fn one_thread_program(name: &str, main_c: &str) -> PathBuf {
     exe
 }
 
+/// Runs `exe` preloaded with a purge delay of `ms` milliseconds; it exits
+/// 0 when its checks pass. Prints its line of figures.
+fn run_with_delay(exe: &Path, ms: &str) {
+    let out = run_ok(preloaded(&mut target_command(exe)).env("SMALLOC_PURGE_DELAY_MS", ms));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
 /// A program with one thread: it frees a peak of large blocks, then only
 /// allocates and frees one block of 1 MiB every 20 ms (a class that does
 /// not borrow the freed 256 KiB slots: a list whose head is in use is not
@@ -355,15 +362,13 @@ int main(void) {{
 #[test]
 fn a_program_with_one_thread_gives_back_idle_slots_of_a_size_it_keeps_using() {
     let exe = one_thread_program("single-in-use", &single_refills(8, 100));
-    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    run_with_delay(&exe, "20");
 }
 
 #[test]
 fn a_program_with_one_thread_sweeps_on_its_refills() {
     let exe = one_thread_program("single-refills", &single_refills(0, 100));
-    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "20"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    run_with_delay(&exe, "20");
 }
 
 /// With a 2 s delay, the program of [`single_refills`] (growing 5 MB/s
@@ -373,8 +378,7 @@ fn a_program_with_one_thread_sweeps_on_its_refills() {
 #[test]
 fn a_program_with_one_thread_sweeps_sooner_while_it_grows() {
     let exe = one_thread_program("single-growing", &single_refills(8, 200));
-    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "2000"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    run_with_delay(&exe, "2000");
 }
 
 /// A program with one thread frees a peak of small blocks of two sizes
@@ -424,8 +428,7 @@ int main(void) {
 #[test]
 fn a_program_with_one_thread_gives_back_the_sizes_it_stopped_using_as_it_grows() {
     let exe = one_thread_program("single-phases", SINGLE_PHASES);
-    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "3600000"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    run_with_delay(&exe, "3600000");
 }
 
 #[test]
@@ -560,6 +563,5 @@ fn a_server_thread_that_frees_on_its_hot_path_and_goes_on_gives_the_peak_back() 
     // allocating thread's next allocation onto its cold path, which hands
     // its private lists over (the program waits up to 5 s).
     let exe = one_thread_program("server", SERVER);
-    let out = run_ok(preloaded(&mut target_command(&exe)).env("SMALLOC_PURGE_DELAY_MS", "50"));
-    println!("{}", String::from_utf8_lossy(&out.stdout));
+    run_with_delay(&exe, "50");
 }
